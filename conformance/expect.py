@@ -1,0 +1,164 @@
+"""Judgements that fail with the clause, what was expected, what happened, and how to fix it.
+
+Every check takes the Result it judges, so a failure can always show the runner's exit code, the
+tail of its output, the lab's files and any process it left behind.
+"""
+
+import re
+from typing import Iterable, List, Optional, Sequence
+
+from conformance.clauses import CLAUSES
+from conformance.result import Record, Result, tail
+
+LANG = "en"  # set by the plugin from --lab-lang
+
+_LABELS = {
+    "en": {"expected": "expected", "actual": "actual", "hint": "hint"},
+    "ja": {"expected": "期待", "actual": "実際", "hint": "ヒント"},
+}
+
+
+class ClauseFailure(AssertionError):
+    """A runner broke a clause. `clause` is its ID; str() is the whole teaching message."""
+
+    def __init__(self, clause: str, expected: str, actual: str, result: Optional[Result] = None):
+        self.clause = clause
+        super().__init__(render(clause, expected, actual, result))
+
+
+def render(clause_id: str, expected: str, actual: str, result: Optional[Result]) -> str:
+    clause = CLAUSES[clause_id]
+    labels = _LABELS.get(LANG, _LABELS["en"])
+    lines = [
+        "[%s] %s" % (clause_id, clause.text(LANG)),
+        "  %-9s %s" % (labels["expected"] + ":", expected),
+        "  %-9s %s" % (labels["actual"] + ":", actual),
+    ]
+    if result is not None:
+        lines.extend(evidence(result))
+    lines.append("  %-9s %s" % (labels["hint"] + ":", clause.hint(LANG)))
+    return "\n".join(lines)
+
+
+def evidence(result: Result) -> List[str]:
+    """What the runner did, for a failure message."""
+    ending = (
+        "did not finish; killed after %.1fs" % result.hung_after_s
+        if result.hung_after_s is not None
+        else "exit code %s after %.2fs" % (result.rc, result.duration_s)
+    )
+    lines = ["  command:  runner.py %s" % " ".join(_quote(a) for a in result.args), "  ended:    " + ending]
+    for label, data in (("stdout", result.stdout), ("stderr", result.stderr)):
+        lines.append("  %s:" % label + (" (none)" if not data else ""))
+        if data:
+            lines.extend("    | " + line for line in tail(data).splitlines())
+    runs = result.runs_bytes()
+    if runs:
+        lines.append("  runs.jsonl:")
+        lines.extend("    | " + line for line in tail(runs, 6).splitlines())
+    applied = result.applied()
+    if applied:
+        lines.append("  applied.log: %s" % ", ".join(applied[-6:]))
+    lines.append("  markers:  %s" % (", ".join(result.markers()) or "(none)"))
+    if result.survivors:
+        lines.append("  left running:")
+        lines.extend("    - %s" % process for process in result.survivors)
+    lines.extend("  note: " + note for note in result.notes)
+    return lines
+
+
+def _quote(word: str) -> str:
+    return word if re.fullmatch(r"[\w@%+=:,./-]+", word) else "'%s'" % word.replace("'", "'\\''")
+
+
+def fail(clause: str, expected: str, actual: str, result: Optional[Result] = None) -> None:
+    __tracebackhide__ = True
+    raise ClauseFailure(clause, expected, actual, result)
+
+
+def that(condition: object, clause: str, expected: str, actual: str, result: Optional[Result] = None):
+    __tracebackhide__ = True
+    if not condition:
+        fail(clause, expected, actual, result)
+
+
+# ---------------------------------------------------------------- common judgements
+
+
+def finished(result: Result, clause: str) -> None:
+    """The runner ended by itself, before the harness's deadline."""
+    __tracebackhide__ = True
+    if result.rc is None:
+        fail(clause, "the runner finishes by itself",
+             "it was still running after %.1fs and was killed by the grader" % result.hung_after_s, result)
+
+
+def exit_code(result: Result, wanted: int, clause: str) -> None:
+    __tracebackhide__ = True
+    finished(result, clause)
+    that(result.rc == wanted, clause, "exit code %d" % wanted, "exit code %s" % result.rc, result)
+
+
+def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
+    __tracebackhide__ = True
+    finished(result, clause)
+    wanted = " or ".join(str(code) for code in allowed)
+    that(result.rc in allowed, clause, "exit code %s" % wanted, "exit code %s" % result.rc, result)
+
+
+def no_survivors(result: Result, clause: str) -> None:
+    __tracebackhide__ = True
+    that(not result.survivors, clause, "no process of the command left running",
+         "%d process(es) still running after the runner exited" % len(result.survivors), result)
+
+
+def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
+    __tracebackhide__ = True
+    that(result.stdout == wanted, clause, "stdout exactly %s" % _show(wanted),
+         "stdout %s" % _show(result.stdout), result)
+
+
+def stdout_has(result: Result, text: str, clause: str) -> None:
+    __tracebackhide__ = True
+    that(text in result.out, clause, "%r on stdout" % text, "stdout %s" % _show(result.stdout), result)
+
+
+def stderr_has(result: Result, text: str, clause: str) -> None:
+    __tracebackhide__ = True
+    that(text in result.err, clause, "%r on stderr" % text, "stderr %s" % _show(result.stderr), result)
+
+
+def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
+    __tracebackhide__ = True
+    finished(result, clause)
+    that(low <= result.duration_s <= high, clause, "%s: %.2fs to %.2fs" % (what, low, high),
+         "the runner took %.2fs" % result.duration_s, result)
+
+
+def _show(data: bytes, limit: int = 120) -> str:
+    if not data:
+        return "(empty)"
+    shown = repr(data[:limit])
+    return shown + ("... (%d bytes in all)" % len(data) if len(data) > limit else "")
+
+
+# ---------------------------------------------------------------- runs.jsonl
+
+
+def records(result: Result, count: int, clause: str = "S7.1") -> List[dict]:
+    """Exactly `count` well-formed JSON object lines in runs.jsonl; returns their objects."""
+    __tracebackhide__ = True
+    found = result.records()
+    broken = [r for r in found if not r.ok]
+    if broken:
+        fail(clause, "every line of runs.jsonl one JSON object",
+             "%d bad line(s), first: %s (%s)" % (len(broken), _show(broken[0].line), broken[0].problem), result)
+    raw = result.runs_bytes()
+    if raw and not raw.endswith(b"\n"):
+        fail(clause, "every record ends with a newline", "the last line has no newline", result)
+    that(len(found) == count, clause, "%d line(s) in runs.jsonl" % count, "%d line(s)" % len(found), result)
+    return [r.value for r in found]
+
+
+def valid_records(records_: Iterable[Record]) -> List[dict]:
+    return [r.value for r in records_ if r.ok]

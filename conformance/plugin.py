@@ -1,0 +1,223 @@
+"""The pytest plugin: options, the `runner` fixture, clause markers, profiles and the report.
+
+Loaded through the `pytest11` entry point, so the suite also runs as plain
+`pytest --pyargs conformance.tests --runner PATH`.
+"""
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+from conformance import expect, report
+from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
+from conformance.processes import Driver
+from conformance.restore import Snapshot
+from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, Lab, SharedLock, clear_shared_lab, probe_namespace
+
+SUITE_DIR = Path(__file__).resolve().parent / "tests"
+
+
+def reference_runner() -> Path:
+    import runner.runner
+
+    return Path(runner.runner.__file__).resolve()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pyops-conformance", "pyops-lab conformance suite")
+    group.addoption("--runner", default=None, help="the runner.py to grade (default: the bundled reference)")
+    group.addoption("--runner-python", default=None, help="interpreter that runs it (default: this one)")
+    group.addoption("--lab-profile", default=CORE, choices=PROFILES, help="core or extended (default: core)")
+    group.addoption("--lab-lang", default="en", choices=LANGUAGES, help="language of hints (default: en)")
+    group.addoption("--lab-isolation", default="auto", choices=("auto", NAMESPACE, SHARED),
+                    help="private mount namespaces, or the real lab paths one test at a time")
+    group.addoption("--lab-json", default=None, help="write the JSON report to this file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "clause(id): the lab clause a conformance test checks")
+    expect.LANG = config.getoption("--lab-lang")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything
+        config.pyops = dict(workerinput["pyops"])  # type: ignore[attr-defined]
+        return
+    config.pyops = _decide(config)  # type: ignore[attr-defined]
+    config.pyops_snapshot = None  # type: ignore[attr-defined]
+    config.pluginmanager.register(Collector(config), "pyops-collector")
+
+
+def _decide(config: pytest.Config) -> Dict:
+    runner_file = Path(config.getoption("--runner") or reference_runner())
+    if not runner_file.is_file():
+        raise pytest.UsageError("runner file not found: %s" % runner_file)
+    python = config.getoption("--runner-python") or sys.executable
+    if not shutil.which(python):
+        raise pytest.UsageError("python interpreter not found: %s" % python)
+    wanted = config.getoption("--lab-isolation")
+    plan, why_not = probe_namespace() if wanted != SHARED else (None, "shared mode was asked for")
+    if wanted == NAMESPACE and plan is None:
+        raise pytest.UsageError("namespace isolation is not possible here: %s" % why_not)
+    return {
+        "runner": str(runner_file.resolve()),
+        "python": shutil.which(python),
+        "profile": config.getoption("--lab-profile"),
+        "isolation": NAMESPACE if plan is not None else SHARED,
+        "why_not_namespace": why_not,
+    }
+
+
+def pytest_configure_node(node) -> None:  # pytest-xdist hook, called on the controller
+    node.workerinput["pyops"] = node.config.pyops
+
+
+def pytest_report_header(config: pytest.Config) -> List[str]:
+    info = config.pyops  # type: ignore[attr-defined]
+    lines = [
+        "runner: %s" % info["runner"],
+        "python: %s" % info["python"],
+        "profile: %s" % info["profile"],
+        "isolation: %s" % info["isolation"],
+    ]
+    if info["isolation"] == SHARED:
+        lines.append("  (no private namespace: %s; tests run one at a time on the real lab paths,"
+                     " which are put back afterwards)" % info["why_not_namespace"])
+    return lines
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or config.pyops["isolation"] != SHARED:  # type: ignore[attr-defined]
+        return
+    config.pyops_snapshot = Snapshot.take(LAB_PATHS)  # type: ignore[attr-defined]
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        # Turn these into KeyboardInterrupt so pytest unwinds: fixtures clean up, the report is
+        # written and the snapshot is restored, as on Ctrl-C.
+        signal.signal(signum, _interrupt)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt("signal %d" % signum)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: List[pytest.Item]) -> None:
+    profile = config.pyops["profile"]  # type: ignore[attr-defined]
+    keep, drop, unmarked = [], [], []
+    for item in items:
+        clause = _clause_of(item)
+        if clause is None:
+            if SUITE_DIR in Path(str(item.fspath)).resolve().parents:
+                unmarked.append(item.nodeid)
+            keep.append(item)
+        elif in_profile(clause, profile):
+            item.user_properties.append(("clause", clause))
+            keep.append(item)
+        else:
+            drop.append(item)
+    if unmarked:
+        raise pytest.UsageError("conformance tests without a clause marker: %s" % ", ".join(unmarked))
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    # The longest tests first, so parallel workers do not end waiting on one slow straggler.
+    items.sort(key=lambda item: -_expected_seconds(item))
+
+
+def _clause_of(item: pytest.Item) -> Optional[str]:
+    marker = item.get_closest_marker("clause")
+    if marker is None:
+        return None
+    clause = marker.args[0]
+    if clause not in CLAUSES:
+        raise pytest.UsageError("%s: unknown clause %r" % (item.nodeid, clause))
+    return clause
+
+
+def _expected_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.args[0]) if marker and marker.args else 0.0
+
+
+@pytest.fixture
+def runner(request: pytest.FixtureRequest):
+    """The runner under test, in a lab of this test's own."""
+    info = request.config.pyops  # type: ignore[attr-defined]
+    root = Path(tempfile.mkdtemp(prefix="pyops-lab-"))
+    lock = SharedLock() if info["isolation"] == SHARED else None
+    try:
+        if lock is not None:
+            lock.__enter__()
+            clear_shared_lab(keep=SUB_DIR / "runner.py" if info["runner"] == str(SUB_DIR / "runner.py") else root)
+        lab = Lab(root, info["isolation"], Path(info["runner"]), _plan(request.config))
+        driver = Driver(lab, info["python"])
+        try:
+            yield driver
+        finally:
+            driver.close()
+    finally:
+        if lock is not None:
+            lock.__exit__()
+            lock.close()
+        _remove(root)
+
+
+def _plan(config: pytest.Config):
+    if config.pyops["isolation"] != NAMESPACE:  # type: ignore[attr-defined]
+        return None
+    plan = getattr(config, "_pyops_plan", None)
+    if plan is None:
+        plan, _ = probe_namespace()
+        config._pyops_plan = plan  # type: ignore[attr-defined]
+    return plan
+
+
+def _remove(root: Path) -> None:
+    for folder, dirs, _files in os.walk(str(root)):
+        for name in dirs:  # a runner may have removed write bits from folders it made
+            os.chmod(os.path.join(folder, name), 0o755)
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    outcome = yield
+    test_report = outcome.get_result()
+    if call.excinfo is None or test_report.when not in ("setup", "call"):
+        return
+    error = call.excinfo.value
+    if isinstance(error, expect.ClauseFailure):
+        test_report.longrepr = str(error)  # the teaching message, not a traceback
+        test_report.user_properties.append(("message", str(error)))
+    else:
+        test_report.user_properties.append(("message", report.short_error(call.excinfo)))
+
+
+class Collector:
+    """On the controller: gathers every test's outcome, writes the reports, restores the lab."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.tests = report.Outcomes()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tests.add(report)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        info = self.config.pyops  # type: ignore[attr-defined]
+        for line in report.step_table(self.tests.as_list(), info["profile"]):
+            terminalreporter.write_line(line)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        snapshot = self.config.pyops_snapshot  # type: ignore[attr-defined]
+        if snapshot is not None:
+            snapshot.restore()
+            self.config.pyops_snapshot = None  # type: ignore[attr-defined]
+        path = self.config.getoption("--lab-json")
+        if path:
+            report.write_json(Path(path), self.config.pyops, self.tests.as_list())  # type: ignore[attr-defined]

@@ -1,0 +1,149 @@
+"""Outcomes of a suite run: the per-step table, the JSON report and the Gradescope file."""
+
+import json
+import os
+from collections import OrderedDict
+from pathlib import Path
+from typing import Dict, List, Mapping
+
+from conformance.clauses import CLAUSES, steps_for
+
+STEP_TITLES = {
+    "S1": "run a command, pass its output and exit code",
+    "S2": "--timeout kills the whole command, exit 124",
+    "S3": "--retries with exponential backoff",
+    "S4": "idempotent apply with a marker",
+    "S5": "the flock on state/lock",
+    "S6": "SIGTERM forwarded, exit 143",
+    "S7": "one runs.jsonl line per attempt",
+    "S8": "apply --dry-run",
+    "X": "extended profile",
+}
+OUTCOMES = ("passed", "failed", "error", "skipped")
+_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+def short_error(excinfo) -> str:
+    """A harness error in one line: its type and first line, never a traceback."""
+    text = str(excinfo.value).strip().splitlines()
+    return "%s: %s" % (excinfo.typename, text[0] if text else "(no message)")
+
+
+class Outcomes:
+    """Every test's outcome, merged over its setup, call and teardown phases."""
+
+    def __init__(self) -> None:
+        self._tests: "OrderedDict[str, Dict]" = OrderedDict()
+
+    def add(self, test_report) -> None:
+        props = dict(test_report.user_properties)
+        outcome = test_report.outcome
+        if test_report.when != "call" and outcome == "failed":
+            outcome = "error"  # a setup or teardown that failed is the suite's problem
+        if test_report.when != "call" and outcome == "passed":
+            outcome = None  # only the call phase says a test passed
+        entry = self._tests.setdefault(test_report.nodeid, {
+            "id": test_report.nodeid,
+            "clause": props.get("clause"),
+            "outcome": None,
+            "message": "",
+            "duration_s": 0.0,
+        })
+        entry["duration_s"] = round(entry["duration_s"] + test_report.duration, 3)
+        if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
+            entry["outcome"] = outcome
+            if outcome == "skipped" and isinstance(test_report.longrepr, tuple):
+                entry["message"] = str(test_report.longrepr[2])
+            else:
+                entry["message"] = props.get("message", "")
+
+    def as_list(self) -> List[Dict]:
+        return [dict(t, outcome=t["outcome"] or "error") for t in self._tests.values()]
+
+
+def summary(tests: List[Dict]) -> Dict[str, int]:
+    counts = {outcome: 0 for outcome in OUTCOMES}
+    for test in tests:
+        counts[test["outcome"]] += 1
+    counts["total"] = len(tests)
+    return counts
+
+
+def steps(tests: List[Dict], profile: str) -> Dict[str, Dict[str, int]]:
+    table = {step: {"passed": 0, "total": 0} for step in steps_for(profile)}
+    for test in tests:
+        clause = test.get("clause")
+        if clause not in CLAUSES:
+            continue
+        row = table.setdefault(CLAUSES[clause].step, {"passed": 0, "total": 0})
+        row["total"] += 1
+        row["passed"] += test["outcome"] == "passed"
+    return table
+
+
+def verdict(row: Mapping[str, int]) -> str:
+    if row["total"] == 0:
+        return "NOT RUN"
+    return "PASS" if row["passed"] == row["total"] else "FAIL"
+
+
+def step_table(tests: List[Dict], profile: str) -> List[str]:
+    lines = ["", "%-4s %-46s %9s  %s" % ("step", "what", "passed", "verdict")]
+    for step, row in steps(tests, profile).items():
+        lines.append("%-4s %-46s %9s  %s" % (
+            step, STEP_TITLES.get(step, ""), "%d/%d" % (row["passed"], row["total"]), verdict(row)))
+    counts = summary(tests)
+    lines.append("%d passed, %d failed, %d errors, %d skipped" % (
+        counts["passed"], counts["failed"], counts["error"], counts["skipped"]))
+    return lines
+
+
+def build(info: Mapping, tests: List[Dict]) -> Dict:
+    counts = summary(tests)
+    return {
+        "runner": info["runner"],
+        "python": info["python"],
+        "profile": info["profile"],
+        "isolation": info["isolation"],
+        "summary": {"passed": counts["passed"], "failed": counts["failed"], "errors": counts["error"],
+                    "skipped": counts["skipped"], "total": counts["total"]},
+        "steps": steps(tests, info["profile"]),
+        "tests": tests,
+    }
+
+
+def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
+    _write_atomically(path, json.dumps(build(info, tests), indent=2, ensure_ascii=False) + "\n")
+
+
+def gradescope(report: Mapping) -> Dict:
+    """The report in Gradescope's autograder format: one point per test."""
+    tests = []
+    for test in report["tests"]:
+        passed = test["outcome"] == "passed"
+        tests.append({
+            "name": test["id"].split("::")[-1],
+            "number": test.get("clause") or "",
+            "score": 1 if passed else 0,
+            "max_score": 1,
+            "status": "passed" if passed else "failed",
+            "output": test.get("message") or "",
+        })
+    total = report["summary"]
+    return {
+        "score": total["passed"],
+        "max_score": total["total"],
+        "output": "profile %s, isolation %s: %d of %d checks passed" % (
+            report["profile"], report["isolation"], total["passed"], total["total"]),
+        "tests": tests,
+    }
+
+
+def write_gradescope(path: Path, report: Mapping) -> None:
+    _write_atomically(path, json.dumps(gradescope(report), indent=2, ensure_ascii=False) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(str(temporary), str(path))

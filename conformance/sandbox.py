@@ -1,0 +1,260 @@
+"""A private copy of the lab for every test.
+
+The runner under test hard-codes /root/pyops/sub and /opt/fixtures/pyops/bin, so every test needs
+its own version of those two folders. Two ways to give it one:
+
+* ``namespace``: each process the harness starts enters a private mount namespace in which the
+  test's own folders are bind-mounted onto the lab's paths. Tests run in parallel and the real
+  folders are never touched. A lab path that does not exist on this machine is made inside the
+  namespace only, on an overlay of its nearest existing parent, so the machine stays as it was.
+* ``shared``: where no namespace can be made (an unprivileged container), the lab's real paths
+  are used, one test at a time (an flock serialises even parallel workers), and whatever was in
+  them before the session is put back byte for byte afterwards (see restore.py).
+"""
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional
+
+SUB_DIR = Path("/root/pyops/sub")
+STATE_DIR = SUB_DIR / "state"
+BIN_DIR = Path("/opt/fixtures/pyops/bin")
+LAB_PATHS = (SUB_DIR, BIN_DIR)
+
+
+def _fixtures_dir() -> Path:
+    """The lab's fixtures: shipped in the package, or fixtures/pyops/bin in a source checkout."""
+    checkout = Path(__file__).resolve().parents[1] / "fixtures" / "pyops" / "bin"
+    if checkout.is_dir():
+        return checkout
+    import conformance.fixtures  # installed: mapped to this name by pyproject.toml
+
+    return Path(list(conformance.fixtures.__path__)[0])
+
+
+FIXTURES = _fixtures_dir()
+SHARED_LOCK = Path(tempfile.gettempdir()) / "pyops-conformance.shared.lock"
+
+NAMESPACE = "namespace"
+SHARED = "shared"
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, "%s: %s" % (what, os.strerror(code)))
+
+
+def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int, data=None):
+    encode = lambda text: None if text is None else os.fsencode(text)  # noqa: E731
+    _check(
+        _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)),
+        "mount %s" % target,
+    )
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+@dataclass
+class MountPlan:
+    """How to put the lab's paths in place inside a fresh mount namespace (computed once)."""
+
+    overlays: List[Path] = field(default_factory=list)  # existing parents to cover
+    user_namespace: bool = False
+
+    @classmethod
+    def for_this_machine(cls) -> "MountPlan":
+        overlays = []
+        for target in LAB_PATHS:
+            if target.is_dir():
+                continue
+            parent = _nearest_existing(target)
+            if parent == Path("/"):
+                # An overlay on / would hide /proc and /dev; no namespace mode on such a machine.
+                raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
+            if parent not in overlays:
+                overlays.append(parent)
+        return cls(overlays=overlays, user_namespace=os.geteuid() != 0)
+
+    def enter(self, lab_root: Path, binds: List[tuple]) -> None:
+        """In a child between fork and exec: make the lab's paths show the test's folders."""
+        uid, gid = os.geteuid(), os.getegid()
+        flags = _CLONE_NEWNS | (_CLONE_NEWUSER if self.user_namespace else 0)
+        _check(_libc.unshare(flags), "unshare")
+        if self.user_namespace:
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", "0 %d 1" % uid)
+            _write("/proc/self/gid_map", "0 %d 1" % gid)
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        # Held before anything is mounted over them, so an overlay cannot change what they name
+        # (and opened after unshare: a bind mount takes its source from this namespace only).
+        held = [(os.open(str(source), _O_PATH | os.O_DIRECTORY), target) for source, target in binds]
+        keep_lab = os.open(str(lab_root), _O_PATH | os.O_DIRECTORY)
+        if self.overlays:
+            scratch = lab_root / "overlay"
+            _mount("tmpfs", str(scratch), "tmpfs", 0, "mode=0755,size=4m")
+            for index, parent in enumerate(self.overlays):
+                upper, work = scratch / ("upper%d" % index), scratch / ("work%d" % index)
+                upper.mkdir()
+                work.mkdir()
+                options = "lowerdir=%s,upperdir=%s,workdir=%s" % (parent, upper, work)
+                _mount("overlay", str(parent), "overlay", 0, options)
+            # The test's own folder may sit below an overlaid parent: show it as it really is.
+            _mount("/proc/self/fd/%d" % keep_lab, str(lab_root), None, _MS_BIND)
+        for fd, target in held:
+            os.makedirs(str(target), exist_ok=True)
+            _mount("/proc/self/fd/%d" % fd, str(target), None, _MS_BIND)
+            os.close(fd)
+        os.close(keep_lab)
+        os.chdir(str(SUB_DIR))
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+class Lab:
+    """One test's lab: its folders, the paths a runner sees, and how to enter them.
+
+    ``sub`` and ``bin`` are the folders as the harness sees them (to inspect files); the runner
+    always sees them at the lab's paths. ``work`` is scratch space outside the lab for the test's
+    own helper files (ready files, FLAKY_STATE, captured output).
+    """
+
+    def __init__(self, root: Path, mode: str, runner_source: Path, plan: Optional[MountPlan]):
+        self.root = root
+        self.mode = mode
+        self.plan = plan
+        self.work = root / "work"
+        self.work.mkdir(parents=True)
+        if mode == NAMESPACE:
+            self.sub, self.bin = root / "sub", root / "bin"
+            (root / "overlay").mkdir()
+        else:
+            self.sub, self.bin = SUB_DIR, BIN_DIR
+        _fill(self.sub, self.bin, runner_source)
+
+    @property
+    def state(self) -> Path:
+        return self.sub / "state"
+
+    @property
+    def runs_log(self) -> Path:
+        return self.sub / "runs.jsonl"
+
+    @property
+    def applied_log(self) -> Path:
+        return self.sub / "applied.log"
+
+    def marker(self, name: str) -> Path:
+        return self.state / ("%s.done" % name)
+
+    def preexec(self) -> Optional[Callable[[], None]]:
+        """What a child must run before exec to see this lab (None: nothing, shared mode)."""
+        if self.mode != NAMESPACE:
+            return None
+        plan, binds = self.plan, [(self.sub, SUB_DIR), (self.bin, BIN_DIR)]
+        assert plan is not None
+        return lambda: plan.enter(self.root, binds)
+
+
+def _fill(sub: Path, bin_dir: Path, runner_source: Path) -> None:
+    """The lab as a learner finds it: fixtures in bin, runner.py and an empty state/ in sub."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for fixture in sorted(FIXTURES.glob("*.sh")):
+        shutil.copyfile(str(fixture), str(bin_dir / fixture.name))
+        os.chmod(str(bin_dir / fixture.name), 0o755)
+    sub.mkdir(parents=True, exist_ok=True)
+    target = sub / "runner.py"
+    if runner_source.resolve() != target.resolve():
+        shutil.copyfile(str(runner_source), str(target))
+    (sub / "state").mkdir(exist_ok=True)
+
+
+def clear_shared_lab(keep: Path) -> None:
+    """Empty the real lab folders for the next test, leaving only `keep` (the runner under test)."""
+    for folder in LAB_PATHS:
+        if not folder.exists():
+            continue
+        for entry in folder.iterdir():
+            if entry.resolve() == keep.resolve():
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                _make_writable(entry)
+                shutil.rmtree(str(entry))
+            else:
+                entry.unlink()
+
+
+def _make_writable(folder: Path) -> None:
+    # A runner under test may have removed write bits; root ignores them, others do not.
+    for path in [folder] + [p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()]:
+        os.chmod(str(path), 0o755)
+
+
+def probe_namespace() -> "tuple[Optional[MountPlan], str]":
+    """Can this process give a child a private lab? Returns (plan or None, the reason if not)."""
+    try:
+        plan = MountPlan.for_this_machine()
+    except OSError as error:
+        return None, str(error)
+    root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
+    try:
+        for name in ("sub", "bin", "work", "overlay"):
+            (root / name).mkdir()
+        binds = [(root / "sub", SUB_DIR), (root / "bin", BIN_DIR)]
+        marker = root / "sub" / "seen"
+        marker.touch()
+        subprocess.run(
+            ["test", "-e", str(SUB_DIR / "seen")],
+            preexec_fn=lambda: plan.enter(root, binds),
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+        )
+        return plan, ""
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, str(error).splitlines()[0] if str(error) else type(error).__name__
+    finally:
+        shutil.rmtree(str(root), ignore_errors=True)
+
+
+class SharedLock:
+    """Serialises shared-mode tests across processes (pytest-xdist workers included)."""
+
+    def __init__(self) -> None:
+        self._fd = os.open(str(SHARED_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def __enter__(self) -> "SharedLock":
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,119 @@
+"""S1: `runner.py run -- CMD...` runs CMD as an argv list, passes its stdout, exits with its code."""
+
+import pytest
+
+from conformance import expect
+from conformance.commands import FLAKY, exits, sh
+
+clause = pytest.mark.clause
+
+ARGV_CASES = [
+    # (argv, stdout the command prints when it gets exactly this argv)
+    (["printf", "%s|", "a b", "c  d"], b"a b|c  d|"),
+    (["printf", "%s\\n", "$HOME", "*", ";", "|", "&&", "$(id)", "`id`"], b"$HOME\n*\n;\n|\n&&\n$(id)\n`id`\n"),
+    (["printf", "[%s]", ""], b"[]"),
+    (["printf", "%s", "quote's \"double\" \\back"], b"quote's \"double\" \\back"),
+    (["printf", "%s", "こんにちは"], "こんにちは".encode()),
+    (["echo", "--retries", "3", "--timeout", "1"], b"--retries 3 --timeout 1\n"),
+    (["echo", "--", "x"], b"-- x\n"),
+    (["echo", "*"], b"*\n"),
+    (["printf", "%s\\n", "a\nb"], b"a\nb\n"),
+    (["printf", "%s", "> out.txt"], b"> out.txt"),
+]
+
+
+@clause("S1.1")
+@pytest.mark.parametrize("argv,printed", ARGV_CASES, ids=[repr(c[0][1:])[:40] for c in ARGV_CASES])
+def test_s1_1_argv_reaches_command_unchanged(runner, argv, printed):
+    result = runner.run("run", "--", *argv)
+    expect.exit_code(result, 0, "S1.1")
+    expect.stdout_is(result, printed, "S1.1")
+
+
+@clause("S1.1")
+def test_s1_1_no_shell_a_string_is_one_program_name(runner):
+    # With a shell, "echo through-a-shell" would print; as an argv it names a program that does not exist.
+    result = runner.run("run", "--", "echo through-a-shell")
+    expect.finished(result, "S1.1")
+    expect.that(b"through-a-shell" not in result.stdout, "S1.1",
+                "no shell: the single word 'echo through-a-shell' is not split or run",
+                "stdout %r: the command went through a shell" % result.stdout, result)
+    expect.that(result.rc != 0, "S1.1", "a non-zero exit (no such program)", "exit code 0", result)
+
+
+@clause("S1.1")
+def test_s1_1_redirection_is_not_interpreted(runner):
+    target = runner.lab.work / "redirected"
+    result = runner.run("run", "--", "echo", "hi", ">", str(target))
+    expect.exit_code(result, 0, "S1.1")
+    expect.that(not target.exists(), "S1.1", "'>' passed to echo as a word",
+                "a shell redirected the output into %s" % target, result)
+    expect.stdout_is(result, b"hi > %s\n" % str(target).encode(), "S1.1")
+
+
+@clause("S1.2")
+@pytest.mark.parametrize("printed", [
+    b"hello\n",
+    b"line 1\nline 2\nline 3\n",
+    b"  indented\ttab\n",
+    b"",
+], ids=["one-line", "three-lines", "whitespace", "nothing"])
+def test_s1_2_stdout_passes_unchanged(runner, printed):
+    result = runner.run("run", "--", "printf", "%s", printed.decode())
+    expect.exit_code(result, 0, "S1.2")
+    expect.stdout_is(result, printed, "S1.2")
+
+
+@clause("S1.2")
+def test_s1_2_many_lines_in_order(runner):
+    result = runner.run("run", "--", "seq", "1", "5000")
+    expect.exit_code(result, 0, "S1.2")
+    expect.stdout_is(result, "".join("%d\n" % n for n in range(1, 5001)).encode(), "S1.2")
+
+
+@clause("S1.2")
+def test_s1_2_stderr_stays_off_stdout(runner):
+    result = runner.run("run", "--", *sh("echo to-stdout; echo to-stderr >&2"))
+    expect.exit_code(result, 0, "S1.2")
+    expect.stdout_is(result, b"to-stdout\n", "S1.2")
+
+
+@clause("S1.2")
+def test_s1_2_output_of_a_failing_command_still_passes(runner):
+    result = runner.run("run", "--", *sh("echo partial; exit 5"))
+    expect.exit_code(result, 5, "S1.3")
+    expect.stdout_is(result, b"partial\n", "S1.2")
+
+
+@clause("S1.2")
+def test_s1_2_the_runner_adds_nothing_to_stdout(runner):
+    result = runner.run("run", "--", "true")
+    expect.exit_code(result, 0, "S1.2")
+    expect.stdout_is(result, b"", "S1.2")
+
+
+@clause("S1.3")
+@pytest.mark.parametrize("code", [0, 1, 2, 3, 7, 42, 100, 123, 125, 200, 255])
+def test_s1_3_exit_code_passes_through(runner, code):
+    result = runner.run("run", "--", *exits(code))
+    expect.exit_code(result, code, "S1.3")
+
+
+@clause("S1.3")
+def test_s1_3_true_and_false(runner):
+    expect.exit_code(runner.run("run", "--", "true"), 0, "S1.3")
+    expect.exit_code(runner.run("run", "--", "false"), 1, "S1.3")
+
+
+@clause("S1.3")
+def test_s1_3_flaky_first_call_fails_with_1(runner):
+    result = runner.run("run", "--", FLAKY)
+    expect.exit_code(result, 1, "S1.3")
+
+
+@clause("S1.3")
+def test_s1_3_without_retries_the_command_runs_once(runner):
+    result = runner.run("run", "--", FLAKY)
+    expect.exit_code(result, 1, "S1.3")
+    count = (runner.lab.work / "flaky.state").read_text().strip()
+    expect.that(count == "1", "S1.3", "flaky.sh called once", "flaky.sh called %s times" % count, result)
