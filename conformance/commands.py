@@ -1,6 +1,7 @@
 """Named commands the checks give the runner, so a test reads as what it does."""
 
 import sys
+from pathlib import Path
 from typing import List
 
 BIN = "/opt/fixtures/pyops/bin"
@@ -22,3 +23,30 @@ def exits(code: int) -> List[str]:
 
 def py(code: str) -> List[str]:
     return [PY, "-c", code]
+
+
+def counted(counter, then: str = "exit 1") -> List[str]:
+    """A command that appends its start time to `counter` (one line per call), then runs `then`."""
+    return sh('date +%%s.%%N >> "%s"; %s' % (counter, then))
+
+
+def calls(counter) -> List[float]:
+    """Start times written by `counted`, one per call."""
+    try:
+        return [float(line) for line in Path(counter).read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
+    """A Python command that writes `ready`, and on SIGTERM waits `delay` s, writes `on_term`, exits 0."""
+    return py(
+        "import pathlib, signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        "    time.sleep(%r)\n"
+        "    pathlib.Path(%r).write_text('%%.3f' %% time.time())\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "pathlib.Path(%r).touch()\n"
+        "time.sleep(60)\n" % (delay, str(on_term), str(ready))
+    )

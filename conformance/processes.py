@@ -6,9 +6,11 @@ tagged by a unique token in its environment, so a survivor is found even after i
 or moved to a session of its own, and it is always killed before the test ends.
 """
 
+import fcntl
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import psutil
 
-from conformance import timing
+from conformance import expect, timing
 from conformance.result import Result
 from conformance.sandbox import SUB_DIR, Lab
 
@@ -94,7 +96,7 @@ def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing
         time.sleep(timing.POLL_S)
 
 
-class HarnessTimeout(AssertionError):
+class HarnessTimeout(Exception):
     """Something the test waits for did not happen in time."""
 
 
@@ -156,19 +158,35 @@ class Invocation:
         """Processes the runner has started that are still alive (tagged, so reparented too)."""
         return [p for p in tagged(self.token) if p.pid != self.process.pid]
 
-    def wait_for_descendant(self, fragment: str) -> psutil.Process:
-        """Wait until a process whose command line contains `fragment` runs under the runner."""
+    def wait_for_descendant(self, argv: Sequence[str], clause: str) -> psutil.Process:
+        """Wait until a process whose argv starts with `argv` runs under the runner.
+
+        If none appears, the runner never started the command: a failure of `clause`.
+        """
+        wanted = list(argv)
 
         def match():
             for process in self.descendants():
                 try:
-                    if fragment in " ".join(process.cmdline()):
+                    if process.cmdline()[: len(wanted)] == wanted:
                         return process
                 except psutil.Error:
                     continue
             return None
 
-        return wait_for(match, "a process running %r under the runner" % fragment)
+        return self.wait_until(match, "`%s` running under the runner" % " ".join(wanted), clause)
+
+    def wait_until(self, predicate: Callable[[], object], what: str, clause: str):
+        """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence."""
+        try:
+            return wait_for(predicate, what)
+        except HarnessTimeout:
+            ended = "it ended first" if not self.running() else "it did not appear"
+            result = self.finish()
+            expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), ended, result)
+
+    def stdout_so_far(self) -> bytes:
+        return _read_capped(self._stdout)
 
     def finish(self) -> Result:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
@@ -262,6 +280,37 @@ class Driver:
             if not ready.exists():
                 raise RuntimeError("helper %r exited with %s before it was ready" % (argv, process.returncode))
         return process
+
+    def hold_lock(self, shared: bool = False) -> subprocess.Popen:
+        """Hold flock on state/lock from another process, as a concurrent run would."""
+        ready = self.lab.work / ("lock-held-%d" % len(self._helpers))
+        mode = "LOCK_SH" if shared else "LOCK_EX"
+        code = (
+            "import fcntl, os, time\n"
+            "fd = os.open(%r, os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "fcntl.flock(fd, fcntl.%s)\n"
+            "open(%r, 'w').close()\n"
+            "time.sleep(600)\n" % (str(self.lab.state / "lock"), mode, str(ready))
+        )
+        return self.helper([sys.executable, "-c", code], ready=ready)
+
+    def lock_is_free(self) -> bool:
+        """Could another process take LOCK_EX | LOCK_NB on state/lock right now?"""
+        try:
+            fd = os.open(str(self.lab.state / "lock"), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # releases a lock taken just now
+
+    def put_marker(self, name: str) -> None:
+        self.lab.state.mkdir(exist_ok=True)
+        self.lab.marker(name).write_text("applied before the test\n")
 
     def close(self) -> None:
         for token in self._tokens:

@@ -1,0 +1,200 @@
+"""S3: `--retries N --backoff S` retries a failure up to N times, waiting S * 2**(k-1) before retry k."""
+
+from datetime import datetime
+
+import pytest
+
+from conformance import expect, timing
+from conformance.commands import FLAKY, calls, counted, sh
+
+clause = pytest.mark.clause
+slow = pytest.mark.slow
+
+
+def counter(runner):
+    return runner.lab.work / "calls"
+
+
+def flaky_calls(runner) -> int:
+    try:
+        return int((runner.lab.work / "flaky.state").read_text().strip())
+    except FileNotFoundError:
+        return 0
+
+
+@clause("S3.1")
+@pytest.mark.parametrize("retries", [0, 1, 2, 3])
+def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
+    result = runner.run("run", "--retries", str(retries), "--backoff", "0", "--", *counted(counter(runner)))
+    expect.finished(result, "S3.1")
+    made = len(calls(counter(runner)))
+    expect.that(made == retries + 1, "S3.1", "%d attempts (1 + %d retries)" % (retries + 1, retries),
+                "%d attempts" % made, result)
+
+
+@clause("S3.1")
+def test_s3_1_flaky_succeeds_on_its_third_call(runner):
+    result = runner.run("run", "--retries", "2", "--backoff", "0", "--", FLAKY)
+    expect.exit_code(result, 0, "S3.1")
+    expect.that(flaky_calls(runner) == 3, "S3.1", "flaky.sh called 3 times", "%d calls" % flaky_calls(runner), result)
+    expect.stdout_has(result, "succeeded", "S1.2")
+
+
+@clause("S3.1")
+def test_s3_1_retries_apply_to_any_nonzero_code(runner):
+    result = runner.run("run", "--retries", "2", "--backoff", "0", "--", *counted(counter(runner), "exit 42"))
+    expect.exit_code(result, 42, "S3.5")
+    made = len(calls(counter(runner)))
+    expect.that(made == 3, "S3.1", "3 attempts for exit code 42", "%d attempts" % made, result)
+
+
+@clause("S3.2")
+@slow(8)
+def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
+    # Retries 3 with backoff 1: waits of 1, 2 and 4 seconds. Three waits tell exponential from
+    # linear (1, 2, 3), constant (1, 1, 1) and off-by-one (2, 4, 8 or 0.5, 1, 2) schedules.
+    result = runner.run("run", "--retries", "3", "--backoff", "1", "--", *counted(counter(runner)), expect_s=7)
+    expect.exit_code(result, 1, "S3.2")
+    starts = calls(counter(runner))
+    expect.that(len(starts) == 4, "S3.1", "4 attempts", "%d attempts" % len(starts), result)
+    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
+        expect.that(wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S, "S3.2",
+                    "retry %d starts %ds after attempt %d (backoff * 2**%d)" % (k, wanted, k, k - 1),
+                    "it started %.2fs after (all gaps: %s)" % (gap, ", ".join("%.2f" % g for g in gaps)),
+                    result)
+
+
+@clause("S3.2")
+@slow(4)
+def test_s3_2_waits_read_from_runs_jsonl(runner):
+    result = runner.run("run", "--retries", "2", "--backoff", "1", "--", "false", expect_s=3)
+    expect.exit_code(result, 1, "S3.2")
+    records = expect.records(result, 3, "S3.2")
+    starts = [_ts(record, result) for record in records]
+    # A ts without a fraction of a second is allowed, so allow a whole second of rounding then.
+    rounding = 0.0 if all("." in record["ts"] for record in records) else 1.0
+    for k, wanted in ((1, 1), (2, 2)):
+        previous = records[k - 1]
+        waited = (starts[k] - starts[k - 1]).total_seconds() - previous["duration_ms"] / 1000.0
+        expect.that(wanted - timing.EARLY_S - rounding <= waited <= wanted + timing.REACTION_S + rounding,
+                    "S3.2", "a wait of %ds between attempt %d and %d in runs.jsonl" % (wanted, k, k + 1),
+                    "%.2fs between the end of one and the start of the next" % waited, result)
+
+
+def _ts(record, result):
+    try:
+        return datetime.fromisoformat(str(record["ts"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        expect.fail("S7.2", "ts an ISO 8601 string", "ts %r" % record.get("ts"), result)
+
+
+@clause("S3.2")
+@slow(3)
+def test_s3_2_no_wait_after_the_last_attempt(runner):
+    # One retry with backoff 2: 2s of waiting; a wait after the last attempt would add 4s more.
+    result = runner.run("run", "--retries", "1", "--backoff", "2", "--", "false", expect_s=2)
+    expect.exit_code(result, 1, "S3.5")
+    expect.took_between(result, 2 - timing.EARLY_S, 2 + timing.OVERHEAD_S, "S3.2",
+                        "one wait of 2s, none after the last attempt")
+
+
+@clause("S3.2")
+def test_s3_2_backoff_zero_retries_at_once(runner):
+    result = runner.run("run", "--retries", "3", "--backoff", "0", "--", "false")
+    expect.exit_code(result, 1, "S3.5")
+    expect.took_between(result, 0, timing.OVERHEAD_S, "S3.2", "four quick attempts with no waits")
+
+
+@clause("S3.2")
+@slow(2)
+def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
+    result = runner.run("run", "--retries", "1", "--backoff", "1", "--", *counted(counter(runner)), expect_s=1)
+    expect.exit_code(result, 1, "S3.2")
+    starts = calls(counter(runner))
+    expect.that(len(starts) == 2, "S3.1", "2 attempts", "%d attempts" % len(starts), result)
+    gap = starts[1] - starts[0]
+    expect.that(1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S, "S3.2",
+                "the retry starts 1s (backoff * 2**0) after the first attempt", "it started after %.2fs" % gap,
+                result)
+
+
+@clause("S3.3")
+@slow(3)
+def test_s3_3_a_timeout_is_retried(runner):
+    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--",
+                        *counted(counter(runner), "exec sleep 30"), expect_s=2)
+    expect.exit_code(result, 124, "S3.3")
+    made = len(calls(counter(runner)))
+    expect.that(made == 2, "S3.3", "2 attempts, both timed out", "%d attempts" % made, result)
+
+
+@clause("S3.3")
+@slow(2)
+def test_s3_3_a_timeout_then_a_success(runner):
+    seen = runner.lab.work / "seen"
+    command = sh('if [ -e "%s" ]; then echo second-try; exit 0; fi; touch "%s"; exec sleep 30' % (seen, seen))
+    result = runner.run("run", "--timeout", "1", "--retries", "2", "--backoff", "0", "--", *command, expect_s=1)
+    expect.exit_code(result, 0, "S3.3")
+    expect.stdout_is(result, b"second-try\n", "S3.3")
+
+
+@clause("S3.3")
+@slow(3)
+def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
+    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "/opt/fixtures/pyops/bin/hang.sh",
+                        expect_s=2)
+    expect.exit_code(result, 124, "S3.3")
+    expect.no_survivors(result, "S2.4")
+    expect.that(result.out.count("hang.sh: started") == 2, "S3.3", "hang.sh started twice",
+                "stdout %r" % result.out, result)
+
+
+@clause("S3.4")
+def test_s3_4_success_ends_the_run_at_once(runner):
+    result = runner.run("run", "--retries", "3", "--backoff", "5", "--", *counted(counter(runner), "exit 0"))
+    expect.exit_code(result, 0, "S3.4")
+    made = len(calls(counter(runner)))
+    expect.that(made == 1, "S3.4", "1 attempt", "%d attempts" % made, result)
+    expect.took_between(result, 0, timing.OVERHEAD_S, "S3.4", "no wait after a success")
+
+
+@clause("S3.4")
+def test_s3_4_flaky_stops_at_the_first_success(runner):
+    result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
+    expect.exit_code(result, 0, "S3.4")
+    expect.that(flaky_calls(runner) == 3, "S3.4", "flaky.sh called 3 times, not 4",
+                "%d calls" % flaky_calls(runner), result)
+
+
+@clause("S3.5")
+def test_s3_5_flaky_out_of_retries_exits_1(runner):
+    result = runner.run("run", "--retries", "1", "--backoff", "0", "--", FLAKY)
+    expect.exit_code(result, 1, "S3.5")
+    expect.that(flaky_calls(runner) == 2, "S3.5", "flaky.sh called 2 times", "%d calls" % flaky_calls(runner), result)
+
+
+@clause("S3.5")
+def test_s3_5_the_last_code_not_the_first(runner):
+    # Exit codes 3, 4, 5 on successive calls: the run ends with 5.
+    count = counter(runner)
+    command = sh('n=$(cat "%s" 2>/dev/null | wc -l); echo x >> "%s"; exit $((n + 3))' % (count, count))
+    result = runner.run("run", "--retries", "2", "--backoff", "0", "--", *command)
+    expect.exit_code(result, 5, "S3.5")
+
+
+@clause("S3.5")
+@slow(2)
+def test_s3_5_last_attempt_timed_out_gives_124(runner):
+    seen = runner.lab.work / "seen"
+    command = sh('if [ -e "%s" ]; then exec sleep 30; fi; touch "%s"; exit 9' % (seen, seen))
+    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
+    expect.exit_code(result, 124, "S3.5")
+
+
+@clause("S3.5")
+def test_s3_5_last_code_after_a_timeout(runner):
+    seen = runner.lab.work / "seen"
+    command = sh('if [ -e "%s" ]; then exit 9; fi; touch "%s"; exec sleep 30' % (seen, seen))
+    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
+    expect.exit_code(result, 9, "S3.5")

@@ -1,0 +1,141 @@
+"""S6: on SIGTERM the runner forwards it to the command, waits for it, leaves nothing, exits 143."""
+
+import signal
+import time
+
+import pytest
+
+from conformance import expect, timing
+from conformance.commands import HANG, calls, counted, sh, term_trap
+
+clause = pytest.mark.clause
+slow = pytest.mark.slow
+# Settled reading: a normal exit with 143 and a death by SIGTERM (-15 to the parent) both conform.
+EXIT_143 = (143, -signal.SIGTERM)
+
+
+def terminated(runner, command, ready_argv, *options, **start):
+    """Start `run OPTIONS -- COMMAND`, wait until `ready_argv` runs under it, SIGTERM the runner."""
+    invocation = runner.start("run", *options, "--", *command, expect_s=start.pop("expect_s", 0))
+    invocation.wait_for_descendant(ready_argv, "S6.1")
+    sent = invocation.send_signal(signal.SIGTERM)
+    return invocation, sent
+
+
+def trapped(runner, delay=0.0):
+    """A command that traps TERM: returns (command, ready file, file it writes on TERM)."""
+    ready, on_term = runner.lab.work / "ready", runner.lab.work / "got-term"
+    return term_trap(ready, on_term, delay), ready, on_term
+
+
+def start_trapped(runner, delay=0.0, *options):
+    command, ready, on_term = trapped(runner, delay)
+    invocation = runner.start("run", *options, "--", *command, expect_s=delay)
+    invocation.wait_until(ready.exists, "the command started (it writes a ready file)", "S6.1")
+    return invocation, on_term
+
+
+@clause("S6.1")
+def test_s6_1_sigterm_reaches_the_command(runner):
+    invocation, on_term = start_trapped(runner)
+    invocation.send_signal(signal.SIGTERM)
+    result = invocation.finish()
+    expect.finished(result, "S6.1")
+    expect.that(on_term.exists(), "S6.1", "the command's TERM handler ran",
+                "the command never got SIGTERM (killed some other way, or left running)", result)
+
+
+@clause("S6.1")
+def test_s6_1_sigterm_reaches_the_command_with_a_timeout_set(runner):
+    invocation, on_term = start_trapped(runner, 0.0, "--timeout", "30")
+    invocation.send_signal(signal.SIGTERM)
+    result = invocation.finish()
+    expect.finished(result, "S6.1")
+    expect.that(on_term.exists(), "S6.1", "the command's TERM handler ran", "it did not run", result)
+
+
+@clause("S6.2")
+@slow(3)
+def test_s6_2_waits_for_a_command_that_takes_time_to_stop(runner):
+    invocation, on_term = start_trapped(runner, 1.5)
+    invocation.send_signal(signal.SIGTERM)
+    time.sleep(0.75)  # mid-way through the command's 1.5s of cleaning up: a runner must still wait
+    still_running = invocation.running()
+    result = invocation.finish()
+    expect.that(still_running, "S6.2", "the runner still running while the command cleans up after SIGTERM",
+                "it had already exited 0.75s after SIGTERM, before its command ended", result)
+    expect.that(on_term.exists(), "S6.2", "the command allowed to finish its 1.5s TERM handler",
+                "the handler never finished: the command was killed before it ended", result)
+    expect.exit_code_in(result, EXIT_143, "S6.3")
+
+
+@clause("S6.2")
+def test_s6_2_not_finished_before_the_command(runner):
+    invocation, on_term = start_trapped(runner, 0.5)
+    invocation.send_signal(signal.SIGTERM)
+    result = invocation.finish()
+    ended = time.time()
+    expect.finished(result, "S6.2")
+    expect.that(on_term.exists(), "S6.2", "the command ended its TERM handler", "it did not", result)
+    handler_done = float(on_term.read_text())
+    expect.that(handler_done <= ended, "S6.2", "the runner exits after its command ends",
+                "it exited %.2fs before its command" % (handler_done - ended), result)
+
+
+@clause("S6.3")
+@pytest.mark.parametrize("command,fragment", [([HANG], ["sleep", "60"]), (["sleep", "60"], ["sleep", "60"]),
+                                              (sh("exec sleep 61"), ["sleep", "61"])],
+                         ids=["hang.sh", "sleep", "exec-sleep"])
+def test_s6_3_sigterm_exits_143(runner, command, fragment):
+    invocation, _ = terminated(runner, command, fragment)
+    expect.exit_code_in(invocation.finish(), EXIT_143, "S6.3")
+
+
+@clause("S6.3")
+def test_s6_3_143_even_when_the_command_exits_0_on_term(runner):
+    invocation, _ = start_trapped(runner)
+    invocation.send_signal(signal.SIGTERM)
+    expect.exit_code_in(invocation.finish(), EXIT_143, "S6.3")
+
+
+@clause("S6.3")
+def test_s6_3_prompt_exit_after_the_command_ends(runner):
+    invocation, sent = terminated(runner, [HANG], ["sleep", "60"])
+    result = invocation.finish()
+    expect.exit_code_in(result, EXIT_143, "S6.3")
+    expect.that(result.duration_s - (sent - invocation.started) <= timing.REACTION_S + timing.SURVIVOR_GRACE_S,
+                "S6.3", "exit within %.1fs of SIGTERM for a command that stops at once" % timing.REACTION_S,
+                "it took %.2fs" % (result.duration_s - (sent - invocation.started)), result)
+
+
+@clause("S6.3")
+def test_s6_3_retries_left_do_not_run(runner):
+    counter = runner.lab.work / "calls"
+    invocation, _ = terminated(runner, counted(counter, "exec sleep 62"), ["sleep", "62"],
+                               "--retries", "3", "--backoff", "0")
+    result = invocation.finish()
+    expect.exit_code_in(result, EXIT_143, "S6.3")
+    made = len(calls(counter))
+    expect.that(made == 1, "S6.3", "no attempt after SIGTERM", "%d attempts" % made, result)
+
+
+@clause("S6.4")
+@pytest.mark.parametrize("command,fragment", [
+    ([HANG], ["sleep", "60"]),
+    (sh("sleep 63 & sleep 64"), ["sleep", "64"]),
+    (sh("sleep 65 & wait"), ["sleep", "65"]),
+], ids=["hang.sh-grandchild", "background-and-foreground", "shell-waiting"])
+def test_s6_4_nothing_survives_sigterm(runner, command, fragment):
+    invocation, _ = terminated(runner, command, fragment)
+    result = invocation.finish()
+    expect.finished(result, "S6.4")
+    expect.no_survivors(result, "S6.4")
+
+
+@clause("S6.4")
+def test_s6_4_a_grandchild_that_ignores_term_is_killed_too(runner):
+    command = sh("(trap '' TERM; exec sleep 66) & wait")
+    invocation, _ = terminated(runner, command, ["sleep", "66"])
+    result = invocation.finish()
+    expect.finished(result, "S6.4")
+    expect.no_survivors(result, "S6.4")

@@ -1,0 +1,77 @@
+"""S8: `apply --dry-run NAME` says what it would do, changes nothing, exits 0."""
+
+import pytest
+
+from conformance import expect
+
+clause = pytest.mark.clause
+
+
+@clause("S8.1")
+@pytest.mark.parametrize("marked", [False, True], ids=["without-marker", "with-marker"])
+def test_s8_1_apply_sh_is_not_called(runner, marked):
+    if marked:
+        runner.put_marker("feature")
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.finished(result, "S8.1")
+    expect.that(result.applied() == [], "S8.1", "apply.sh not called", "applied.log: %s" % result.applied(), result)
+
+
+@clause("S8.1")
+def test_s8_1_no_marker_is_created(runner):
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.finished(result, "S8.1")
+    expect.that(result.markers() == [], "S8.1", "no marker", "markers: %s" % result.markers(), result)
+
+
+@clause("S8.1")
+def test_s8_1_a_real_apply_still_runs_afterwards(runner):
+    expect.finished(runner.run("apply", "--dry-run", "feature"), "S8.1")
+    result = runner.run("apply", "feature")
+    expect.exit_code(result, 0, "S8.1")
+    expect.that(result.applied() == ["feature"], "S8.1", "the real apply calls apply.sh (the dry run marked nothing)",
+                "applied.log: %s" % result.applied(), result)
+
+
+@clause("S8.1")
+def test_s8_1_while_the_lock_is_held(runner):
+    # Settled: the dry run may come before the lock (exit 0) or after it (exit 3).
+    runner.hold_lock()
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code_in(result, (0, 3), "S8.1")
+    expect.that(result.applied() == [] and result.markers() == [], "S8.1", "nothing called or marked",
+                "applied.log %s, markers %s" % (result.applied(), result.markers()), result)
+
+
+@clause("S8.2")
+@pytest.mark.parametrize("name", ["feature", "db-migration-42", "v2"])
+def test_s8_2_names_the_name_and_exits_0(runner, name):
+    result = runner.run("apply", "--dry-run", name)
+    expect.exit_code(result, 0, "S8.2")
+    expect.stdout_has(result, name, "S8.2")
+
+
+@clause("S8.2")
+def test_s8_2_unapplied_name_is_not_called_applied(runner):
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code(result, 0, "S8.2")
+    expect.that("already applied" not in result.out, "S8.2", "a plan for an unapplied name",
+                "it says 'already applied' although there is no marker: %r" % result.out, result)
+
+
+@clause("S8.3")
+def test_s8_3_marked_name_is_already_applied(runner):
+    runner.put_marker("feature")
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code(result, 0, "S8.3")
+    expect.stdout_has(result, "already applied", "S8.3")
+
+
+@clause("S8.3")
+def test_s8_3_after_a_real_apply(runner):
+    expect.exit_code(runner.run("apply", "feature"), 0, "S4.3")
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code(result, 0, "S8.3")
+    expect.stdout_has(result, "already applied", "S8.3")
+    expect.that(result.applied() == ["feature"], "S8.1", "no second apply.sh call",
+                "applied.log: %s" % result.applied(), result)
