@@ -42,6 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(id): the lab clause a conformance test checks")
+    config.addinivalue_line("markers", "slow(seconds): a check that needs about this long; it runs first")
     expect.LANG = config.getoption("--lab-lang")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything

@@ -274,17 +274,39 @@ def signal_group(pgid, signum):
         pass  # the whole group is gone already
 
 
+def group_alive(pgid):
+    """Does a live (not zombie) process remain in group pgid?
+
+    kill(-pgid, 0) also counts zombies, and killed grandchildren stay zombies until PID 1 reaps
+    them, which in a container without an init may be never; /proc tells the two apart.
+    """
+    try:
+        pids = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        pids = None
+    if pids is None:
+        try:
+            os.killpg(pgid, 0)
+        except OSError:
+            return False
+        return True
+    for pid in pids:
+        try:
+            with open("/proc/%s/stat" % pid, "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # After the command name: state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 def clear_group(pgid):
     """Kill whatever is left of the command's group and wait, briefly, until it is gone."""
     signal_group(pgid, signal.SIGKILL)
     give_up = time.monotonic() + REAP_GRACE_S
-    while time.monotonic() < give_up:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            return  # a member changed its identity; nothing more the runner can do
+    while group_alive(pgid) and time.monotonic() < give_up:
         time.sleep(0.005)
 
 

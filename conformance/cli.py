@@ -1,0 +1,131 @@
+"""pyops-conformance: grade a runner.py against the lab, clause by clause.
+
+    pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
+                      [--junit FILE] [--gradescope FILE] [--lang en|ja] [-n WORKERS] [-k EXPR]
+                      [--isolation auto|namespace|shared]
+
+Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from conformance import report
+from conformance.clauses import CORE, LANGUAGES, PROFILES
+
+EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A command line the suite cannot run; the message is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> "None":  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="pyops-conformance", description="Grade a runner.py against the pyops lab.")
+    parser.add_argument("--runner", help="the runner.py to grade (default: the bundled reference)")
+    parser.add_argument("--python", default=sys.executable, help="interpreter that runs it (default: %(default)s)")
+    parser.add_argument("--profile", default=CORE, choices=PROFILES, help="core (the lab) or extended")
+    parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
+    parser.add_argument("--gradescope", metavar="FILE", help="write a Gradescope results.json here")
+    parser.add_argument("--lang", default="en", choices=LANGUAGES, help="language of the hints")
+    parser.add_argument("-n", "--workers", type=int, help="parallel workers (default: 4 per CPU; 0 = none)")
+    parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only checks matching this pytest -k expression")
+    parser.add_argument("--isolation", default="auto", choices=("auto", "namespace", "shared"),
+                        help="private mount namespaces, or the real lab paths one test at a time")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
+    return parser
+
+
+def default_workers() -> int:
+    # The checks mostly wait (timeouts, backoffs, signals), so several per core keep the CPU busy.
+    return min(16, 4 * (os.cpu_count() or 1))
+
+
+def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
+    from conformance.plugin import SUITE_DIR
+
+    args = [
+        str(SUITE_DIR),
+        "--rootdir", str(SUITE_DIR),
+        "-c", os.devnull,  # the suite's own settings, not those of whatever folder it runs in
+        "-p", "no:cacheprovider",
+        "--lab-profile", options.profile,
+        "--lab-lang", options.lang,
+        "--lab-isolation", options.isolation,
+        "--lab-json", str(json_path),
+        "--runner-python", options.python,
+        "-r", "fE",
+        "-v" if options.verbose else "-q",
+    ]
+    if not plugin_is_installed():
+        args += ["-p", "conformance.plugin"]
+    if options.runner:
+        args += ["--runner", options.runner]
+    workers = default_workers() if options.workers is None else options.workers
+    if workers > 0 and options.isolation != "shared":
+        args += ["-n", str(workers)]
+    if options.keyword:
+        args += ["-k", options.keyword]
+    if options.junit:
+        args += ["--junitxml", options.junit]
+    return args
+
+
+def plugin_is_installed() -> bool:
+    """Is the plugin loaded by its pytest11 entry point (an installed package), or must we name it?"""
+    from importlib.metadata import entry_points
+
+    found = entry_points()
+    group = found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
+    return any(entry.value == "conformance.plugin" for entry in group)
+
+
+def validate(options: argparse.Namespace) -> None:
+    if options.runner and not Path(options.runner).is_file():
+        raise UsageError("runner file not found: %s" % options.runner)
+    if not shutil.which(options.python):
+        raise UsageError("python interpreter not found: %s" % options.python)
+    if options.workers is not None and options.workers < 0:
+        raise UsageError("-n needs 0 or more workers")
+    for path in (options.json, options.junit, options.gradescope):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise UsageError("no folder for the report file: %s" % path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        options = build_parser().parse_args(argv)
+        validate(options)
+    except UsageError as error:
+        print("pyops-conformance: error: %s" % error, file=sys.stderr)
+        return EXIT_ERROR
+
+    import pytest  # after the checks above, so a usage error costs no pytest start-up
+
+    with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
+        json_path = Path(options.json) if options.json else Path(scratch) / "report.json"
+        code = pytest.main(pytest_args(options, json_path), plugins=[])
+        if not json_path.exists():
+            return EXIT_ERROR  # pytest could not start the suite; it has said why
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+    if options.gradescope:
+        report.write_gradescope(Path(options.gradescope), data)
+    return exit_status(code, data["summary"])
+
+
+def exit_status(pytest_code: int, summary: dict) -> int:
+    if summary["errors"] or summary["total"] == 0 or pytest_code not in (0, 1):
+        return EXIT_ERROR
+    return EXIT_FAILED if summary["failed"] else EXIT_PASSED

@@ -1,0 +1,232 @@
+"""X1-X13: what a careful runner also does (the extended profile)."""
+
+import os
+import signal
+import time
+from datetime import datetime
+
+import pytest
+
+from conformance import expect, timing
+from conformance.commands import APPLY, HANG, calls, counted, py, sh
+
+clause = pytest.mark.clause
+slow = pytest.mark.slow
+EXIT_143 = (143, -signal.SIGTERM)
+
+
+@clause("X1")
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT],
+                         ids=lambda s: signal.Signals(s).name)
+def test_x1_killed_by_signal_n_gives_128_plus_n(runner, signum):
+    result = runner.run("run", "--", *py("import os; os.kill(os.getpid(), %d)" % signum))
+    expect.exit_code(result, 128 + signum, "X1")
+
+
+@clause("X2")
+def test_x2_missing_command_gives_127(runner):
+    result = runner.run("run", "--", "/no/such/command")
+    expect.exit_code(result, 127, "X2")
+
+
+@clause("X2")
+def test_x2_missing_command_on_path_gives_127(runner):
+    result = runner.run("run", "--", "no-such-command-pyops")
+    expect.exit_code(result, 127, "X2")
+
+
+@clause("X2")
+@pytest.mark.parametrize("kind", ["not-executable", "directory"])
+def test_x2_non_executable_gives_126(runner, kind):
+    target = runner.lab.work / kind
+    if kind == "directory":
+        target.mkdir()
+    else:
+        target.write_text("#!/bin/sh\necho should not run\n")
+        os.chmod(str(target), 0o644)
+    result = runner.run("run", "--", str(target))
+    expect.exit_code(result, 126, "X2")
+
+
+@clause("X2")
+@pytest.mark.parametrize("command", [["/no/such/command"], ["/etc"]], ids=["missing", "directory"])
+def test_x2_one_line_and_no_traceback(runner, command):
+    result = runner.run("run", "--", *command)
+    expect.finished(result, "X2")
+    expect.that("Traceback" not in result.err, "X2", "a one-line message, no traceback", "a traceback on stderr",
+                result)
+    expect.that(len(result.err.strip().splitlines()) == 1, "X2", "exactly one line on stderr",
+                "%d lines" % len(result.err.strip().splitlines()), result)
+
+
+@clause("X3")
+@slow(3)
+def test_x3_sigterm_during_backoff_ends_at_once(runner):
+    counter = runner.lab.work / "calls"
+    invocation = runner.start("run", "--retries", "2", "--backoff", "5", "--", *counted(counter), expect_s=1)
+    # The first attempt is over once it is recorded (its line in the counter, no command left).
+    invocation.wait_until(lambda: calls(counter) and not invocation.descendants(), "the first attempt over", "S3.1")
+    time.sleep(0.2)  # well inside the 5s backoff
+    sent = invocation.send_signal(signal.SIGTERM)
+    result = invocation.finish()
+    expect.exit_code_in(result, EXIT_143, "X3")
+    waited = result.duration_s - (sent - invocation.started)
+    expect.that(waited <= 1.0 * timing.SCALE, "X3", "exit within a second of SIGTERM",
+                "exit %.2fs after SIGTERM" % waited, result)
+    expect.that(len(calls(counter)) == 1, "X3", "no attempt after SIGTERM", "%d attempts" % len(calls(counter)),
+                result)
+
+
+@clause("X4")
+@pytest.mark.parametrize("data", [bytes(range(256)), b"no trailing newline", b"\r\n\r\n", b"\x00\xff\xfe"],
+                         ids=["all-bytes", "no-newline", "crlf", "nul-and-invalid-utf8"])
+def test_x4_stdout_byte_for_byte(runner, data):
+    result = runner.run("run", "--", *py("import sys; sys.stdout.buffer.write(%r)" % data))
+    expect.exit_code(result, 0, "X4")
+    expect.stdout_is(result, data, "X4")
+
+
+@clause("X4")
+def test_x4_a_few_megabytes(runner):
+    size = 3 * 1024 * 1024
+    code = "import sys\nfor i in range(%d):\n    sys.stdout.buffer.write(bytes([i %% 251]) * 1024)" % (size // 1024)
+    result = runner.run("run", "--", *py(code))
+    expect.exit_code(result, 0, "X4")
+    wanted = b"".join(bytes([i % 251]) * 1024 for i in range(size // 1024))
+    expect.that(result.stdout == wanted, "X4", "%d bytes exactly as printed" % size,
+                "%d bytes, %s" % (len(result.stdout), "different" if len(result.stdout) == size else "length differs"),
+                result)
+
+
+@clause("X5")
+@slow(3)
+def test_x5_output_streams_while_the_command_runs(runner):
+    go = runner.lab.work / "go"
+    command = sh('echo first; while [ ! -e "%s" ]; do sleep 0.05; done; echo second' % go)
+    invocation = runner.start("run", "--", *command, expect_s=timing.APPEAR_S)
+    try:
+        invocation.wait_until(lambda: b"first" in invocation.stdout_so_far(),
+                              "'first' on the runner's stdout while the command still runs", "X5")
+    finally:
+        go.touch()
+    result = invocation.finish()
+    expect.stdout_is(result, b"first\nsecond\n", "X5")
+
+
+@clause("X6")
+@slow(2)
+def test_x6_fractional_timeout(runner):
+    result = runner.run("run", "--timeout", "0.5", "--", HANG, expect_s=0.5)
+    expect.exit_code(result, 124, "X6")
+    expect.took_between(result, 0.5 - timing.EARLY_S, 0.5 + timing.OVERHEAD_S, "X6", "killed after 0.5s")
+    expect.no_survivors(result, "S2.4")
+
+
+@clause("X6")
+@slow(2)
+def test_x6_fractional_backoff(runner):
+    counter = runner.lab.work / "calls"
+    result = runner.run("run", "--retries", "2", "--backoff", "0.25", "--", *counted(counter), expect_s=1)
+    expect.exit_code(result, 1, "X6")
+    starts = calls(counter)
+    expect.that(len(starts) == 3, "X6", "3 attempts", "%d attempts" % len(starts), result)
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    for gap, wanted in zip(gaps, (0.25, 0.5)):
+        expect.that(wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S, "X6",
+                    "waits of 0.25s then 0.5s", "gaps %s" % ["%.2f" % g for g in gaps], result)
+
+
+@clause("X7")
+def test_x7_missing_state_folder_is_created(runner):
+    runner.lab.state.rmdir()
+    result = runner.run("apply", "feature")
+    expect.exit_code(result, 0, "X7")
+    expect.that(runner.lab.marker("feature").is_file(), "X7", "state/ made and the marker in it", "no marker", result)
+
+
+@clause("X8")
+@pytest.mark.parametrize("marked", [False, True], ids=["without-marker", "with-marker"])
+def test_x8_dry_run_writes_nothing(runner, marked):
+    if marked:
+        runner.put_marker("feature")
+    before = _tree(runner.lab.sub)
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code(result, 0, "X8")
+    after = _tree(runner.lab.sub)
+    expect.that(before == after, "X8", "no file or folder created or changed",
+                "changed: %s" % sorted(set(before.items()) ^ set(after.items())), result)
+
+
+@clause("X8")
+def test_x8_dry_run_does_not_create_state(runner):
+    runner.lab.state.rmdir()
+    result = runner.run("apply", "--dry-run", "feature")
+    expect.exit_code(result, 0, "X8")
+    expect.that(not runner.lab.state.exists(), "X8", "no state/ folder made by a dry run", "state/ exists", result)
+
+
+def _tree(root):
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@clause("X9")
+def test_x9_ts_has_a_utc_offset(runner):
+    result = runner.run("run", "--", "true")
+    record = expect.records(result, 1, "X9")[0]
+    ts = str(record.get("ts"))
+    try:
+        offset = datetime.fromisoformat(ts.replace("Z", "+00:00")).utcoffset()
+    except ValueError:
+        offset = None
+    expect.that(offset is not None, "X9", "ts with an offset such as +00:00 or Z", "ts %r" % ts, result)
+
+
+@clause("X10")
+def test_x10_apply_sh_does_not_inherit_the_lock(runner):
+    invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "2"}, expect_s=2)
+    apply_sh = invocation.wait_for_descendant(["bash", APPLY], "S4.2")
+    lock = (runner.lab.state / "lock").stat()
+    holders = []
+    for process in [apply_sh] + apply_sh.children(recursive=True):
+        for fd in os.listdir("/proc/%d/fd" % process.pid):
+            try:
+                seen = os.stat("/proc/%d/fd/%s" % (process.pid, fd))
+            except OSError:
+                continue
+            if (seen.st_dev, seen.st_ino) == (lock.st_dev, lock.st_ino):
+                holders.append("pid %d fd %s" % (process.pid, fd))
+    result = invocation.finish()
+    expect.that(not holders, "X10", "no descriptor of state/lock in apply.sh or its children",
+                "state/lock open in %s" % ", ".join(holders), result)
+
+
+@clause("X11")
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", ".", "/tmp/abs", ""])
+def test_x11_a_name_leaving_state_is_refused(runner, name):
+    before = _tree(runner.lab.sub)
+    result = runner.run("apply", name)
+    expect.finished(result, "X11")
+    expect.that(result.rc != 0, "X11", "a non-zero exit for NAME %r" % name, "exit code 0", result)
+    after = _tree(runner.lab.sub)
+    expect.that(before == after and result.applied() == [], "X11", "nothing written, apply.sh not called",
+                "changed: %s" % sorted(set(before.items()) ^ set(after.items())), result)
+    expect.that(not os.path.exists("/tmp/abs.done"), "X11", "no marker outside state/", "/tmp/abs.done", result)
+
+
+@clause("X12")
+def test_x12_stderr_passes_through(runner):
+    result = runner.run("run", "--", *sh("echo to-stderr >&2"))
+    expect.exit_code(result, 0, "X12")
+    expect.stderr_has(result, "to-stderr", "X12")
+
+
+@clause("X13")
+def test_x13_sigterm_while_apply_sh_runs(runner):
+    invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "5"}, expect_s=1)
+    invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started", "S4.2")
+    invocation.send_signal(signal.SIGTERM)
+    result = invocation.finish()
+    expect.exit_code_in(result, EXIT_143, "X13")
+    expect.that(result.markers() == [], "X13", "no marker after an interrupted apply",
+                "markers: %s" % result.markers(), result)
+    expect.no_survivors(result, "X13")
