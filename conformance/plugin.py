@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lab-isolation", default="auto", choices=("auto", NAMESPACE, SHARED),
                     help="private mount namespaces, or the real lab paths one test at a time")
     group.addoption("--lab-json", default=None, help="write the JSON report to this file")
+    group.addoption("--lab-clause", action="append", default=[], metavar="ID",
+                    help="only checks of this clause or step (S2.4, S2, X); repeatable")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -115,7 +117,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             if SUITE_DIR in Path(str(item.fspath)).resolve().parents:
                 unmarked.append(item.nodeid)
             keep.append(item)
-        elif in_profile(clause, profile):
+        elif in_profile(clause, profile) and _selected(clause, config.getoption("--lab-clause")):
             item.user_properties.append(("clause", clause))
             keep.append(item)
         else:
@@ -127,6 +129,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = keep
     # The longest tests first, so parallel workers do not end waiting on one slow straggler.
     items.sort(key=lambda item: -_expected_seconds(item))
+
+
+def _selected(clause: str, wanted: List[str]) -> bool:
+    """No --lab-clause selects all; S2 selects S2.1 ... S2.4; X selects every X clause."""
+    return not wanted or any(clause == w or clause.startswith(w + ".") or (w == "X" and clause[0] == "X")
+                             for w in wanted)
 
 
 def _clause_of(item: pytest.Item) -> Optional[str]:

@@ -16,15 +16,17 @@ written atomically after apply.sh exited 0. `--dry-run` only says what it would 
 
 Every attempt appends one JSON object to runs.jsonl: ts, cmd, attempt, rc, duration_ms.
 
-Standard library only, CPython 3.8 and later, Linux. Imports are kept to what start-up needs:
-this file is started once per command, so its own cost is paid on every call.
+Standard library only, CPython 3.8 and later, Linux. Start-up is paid on every call, so imports
+are kept lean: `_signal` is the C module behind `signal` (the same functions and numbers, without
+the enum machinery that costs more than the rest of the runner), and the one JSON record per
+attempt is written by hand rather than by importing `json`, which costs as much again.
 """
 
+import _signal as signal
 import errno
 import fcntl
 import os
 import select
-import signal
 import sys
 import time
 
@@ -179,18 +181,30 @@ def iso_utc(epoch_seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%03d+00:00" % millis
 
 
+# What json.dumps escapes in a string; everything else is written as UTF-8, as with
+# ensure_ascii=False.
+_JSON_ESCAPES = {ord('"'): '\\"', ord("\\"): "\\\\"}
+_JSON_ESCAPES.update((code, "\\u%04x" % code) for code in range(0x20))
+
+
+def json_string(text):
+    """`text` as a JSON string literal, exactly as json.loads reads it back."""
+    escaped = text.translate(_JSON_ESCAPES)
+    if not escaped.isascii():
+        # A lone surrogate (an argv byte that is not UTF-8) cannot be written as UTF-8: escape it.
+        escaped = "".join("\\u%04x" % ord(c) if "\ud800" <= c <= "\udfff" else c for c in escaped)
+    return '"%s"' % escaped
+
+
 def run_record(cmd, attempt, rc, started_epoch, duration_s):
     """The runs.jsonl line for one attempt, newline included."""
-    import json  # only needed once a command has run
-
-    record = {
-        "ts": iso_utc(started_epoch),
-        "cmd": list(cmd),
-        "attempt": attempt,
-        "rc": rc,
-        "duration_ms": int(round(duration_s * 1000)),
-    }
-    return json.dumps(record) + "\n"
+    return '{"ts": %s, "cmd": [%s], "attempt": %d, "rc": %d, "duration_ms": %d}\n' % (
+        json_string(iso_utc(started_epoch)),
+        ", ".join(json_string(word) for word in cmd),
+        attempt,
+        rc,
+        int(round(duration_s * 1000)),
+    )
 
 
 def append_record(line):
@@ -198,7 +212,7 @@ def append_record(line):
     try:
         fd = os.open(RUNS_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, line.encode("utf-8", "surrogateescape"))
+            os.write(fd, line.encode("utf-8"))
         finally:
             os.close(fd)
     except OSError as error:
