@@ -176,8 +176,7 @@ def backoff_delay(backoff, attempt):
 
 def iso_utc(epoch_seconds):
     """ISO 8601 with milliseconds and an explicit UTC offset, e.g. 2026-01-02T03:04:05.678+00:00."""
-    whole = int(epoch_seconds)
-    millis = int((epoch_seconds - whole) * 1000)
+    whole, millis = divmod(int(round(epoch_seconds * 1000)), 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + ".%03d+00:00" % millis
 
 

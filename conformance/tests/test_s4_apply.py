@@ -61,13 +61,6 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
                 "applied.log: %s" % result.applied(), result)
 
 
-@clause("S4.2")
-def test_s4_2_apply_sh_output_passes_through(runner):
-    result = runner.run("apply", "feature")
-    expect.exit_code(result, 0, "S4.2")
-    expect.stdout_has(result, "apply.sh: applied feature", "S4.2")
-
-
 @clause("S4.3")
 @pytest.mark.parametrize("name", NAMES[:3])
 def test_s4_3_marker_created_after_success(runner, name):

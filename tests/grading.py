@@ -1,0 +1,48 @@
+"""Run the conformance suite on a runner as a user would (a subprocess), and read its report."""
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "runner" / "runner.py"
+GOOD = sorted((REPO / "tests" / "good").glob("*_runner.py"))
+# Generous: a whole profile takes well under a minute; more than this is a hang.
+SUITE_TIMEOUT_S = 300
+
+
+@dataclass
+class Grading:
+    rc: int
+    stdout: str
+    stderr: str
+    report: Optional[Dict]
+
+    def __repr__(self) -> str:
+        return "<Grading exit %d, %s>" % (self.rc, (self.report or {}).get("summary", "no report"))
+
+    def failed(self) -> List[Dict]:
+        return [t for t in (self.report or {}).get("tests", []) if t["outcome"] == "failed"]
+
+    def explain(self) -> str:
+        """What to show when an assertion about this grading fails."""
+        summary = (self.report or {}).get("summary")
+        failures = "\n".join("  %s [%s]: %s" % (t["id"], t["clause"], t["message"].splitlines()[0])
+                             for t in self.failed()[:10])
+        return "exit %d, summary %s\n%s\n--- stdout tail ---\n%s\n--- stderr tail ---\n%s" % (
+            self.rc, summary, failures, self.stdout[-3000:], self.stderr[-2000:])
+
+
+def grade(tmp_path: Path, runner: Optional[Path] = None, *options: str, workers: int = 4) -> Grading:
+    """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`."""
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "conformance", "--json", str(report), "-n", str(workers)]
+    if runner is not None:
+        argv += ["--runner", str(runner)]
+    done = subprocess.run(argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S,
+                          cwd=str(tmp_path))
+    data = json.loads(report.read_text()) if report.exists() else None
+    return Grading(done.returncode, done.stdout, done.stderr, data)
