@@ -26,9 +26,9 @@ from pathlib import Path
 
 import psutil
 
+from conformance.plugin import reference_runner
 from conformance.processes import RUNNER_PATH
 from conformance.sandbox import BIN_DIR, NAMESPACE, Lab, probe_namespace
-from conformance.plugin import reference_runner
 
 HANG = str(BIN_DIR / "hang.sh")
 
@@ -47,8 +47,12 @@ def sigterm_to_exit(python, lab, runs):
     """Median time from SIGTERM to the runner's exit, its command being a plain `sleep`."""
     times = []
     for _ in range(runs):
-        runner = subprocess.Popen([python, RUNNER_PATH, "run", "--", "sleep", "60"], preexec_fn=lab.preexec(),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runner = subprocess.Popen(
+            [python, RUNNER_PATH, "run", "--", "sleep", "60"],
+            preexec_fn=lab.preexec(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while not psutil.Process(runner.pid).children() and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -62,7 +66,9 @@ def sigterm_to_exit(python, lab, runs):
 def row(what, mine, floor, goal, unit="s"):
     ratio = mine / floor if floor else float("nan")
     verdict = "ok" if ratio <= goal else "over goal"
-    print("%-34s %9.4f%s  vs %9.4f%s  = %.2fx (goal <= %.2fx: %s)" % (what, mine, unit, floor, unit, ratio, goal, verdict))
+    print(
+        "%-34s %9.4f%s  vs %9.4f%s  = %.2fx (goal <= %.2fx: %s)" % (what, mine, unit, floor, unit, ratio, goal, verdict)
+    )
 
 
 def main():
@@ -86,7 +92,9 @@ def main():
         ours = timed([python, RUNNER_PATH, "run", "--timeout", "1", "--", HANG], lab, slow_runs)
         row("timeout 1 on hang.sh", ours, gnu, 1.05)
         term = sigterm_to_exit(python, lab, options.runs)
-        print("%-34s %9.1fms (goal <= 100ms: %s)" % ("SIGTERM to exit", term * 1000, "ok" if term <= 0.1 else "over goal"))
+        print(
+            "%-34s %9.1fms (goal <= 100ms: %s)" % ("SIGTERM to exit", term * 1000, "ok" if term <= 0.1 else "over goal")
+        )
     finally:
         shutil.rmtree(str(root), ignore_errors=True)
 

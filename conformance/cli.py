@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 from conformance import report
 from conformance.clauses import CORE, LANGUAGES, PROFILES
@@ -41,11 +41,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gradescope", metavar="FILE", help="write a Gradescope results.json here")
     parser.add_argument("--lang", default="en", choices=LANGUAGES, help="language of the hints")
     parser.add_argument("-n", "--workers", type=int, help="parallel workers (default: 4 per CPU; 0 = none)")
-    parser.add_argument("--clause", action="append", default=[], metavar="ID",
-                        help="only checks of this clause or step (S2.4, S2, X); repeatable")
+    parser.add_argument(
+        "--clause",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only checks of this clause or step (S2.4, S2, X); repeatable",
+    )
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only checks matching this pytest -k expression")
-    parser.add_argument("--isolation", default="auto", choices=("auto", "namespace", "shared"),
-                        help="private mount namespaces, or the real lab paths one test at a time")
+    parser.add_argument(
+        "--isolation",
+        default="auto",
+        choices=("auto", "namespace", "shared"),
+        help="private mount namespaces, or the real lab paths one test at a time",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
     return parser
 
@@ -60,17 +69,27 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
 
     args = [
         str(SUITE_DIR),
-        "--rootdir", str(SUITE_DIR),
-        "-c", os.devnull,  # the suite's own settings, not those of whatever folder it runs in
-        "-p", "no:cacheprovider",
-        "--lab-profile", options.profile,
-        "--lab-lang", options.lang,
-        "--lab-isolation", options.isolation,
-        "--lab-json", str(json_path),
-        "--runner-python", options.python,
-        "-r", "fE",
-        "-v" if options.verbose else "-q",
+        "--rootdir",
+        str(SUITE_DIR),
+        "-c",
+        os.devnull,  # the suite's own settings, not those of whatever folder it runs in
+        "-p",
+        "no:cacheprovider",
+        "--lab-profile",
+        options.profile,
+        "--lab-lang",
+        options.lang,
+        "--lab-isolation",
+        options.isolation,
+        "--lab-json",
+        str(json_path),
+        "--runner-python",
+        options.python,
+        "-r",
+        "fE",
     ]
+    if options.verbose:
+        args.append("-v")
     if not plugin_is_installed():
         args += ["-p", "conformance.plugin"]
     if options.runner:
@@ -93,7 +112,8 @@ def plugin_is_installed() -> bool:
     """Is the plugin loaded by its pytest11 entry point (an installed package), or must we name it?"""
     from importlib.metadata import entry_points
 
-    found = entry_points()
+    found: Any = entry_points()
+    # Python 3.10 and later select by group; 3.8 and 3.9 return a dict of groups.
     group = found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
     return any(entry.value == "conformance.plugin" for entry in group)
 

@@ -89,8 +89,12 @@ def finished(result: Result, clause: str) -> None:
     """The runner ended by itself, before the harness's deadline."""
     __tracebackhide__ = True
     if result.rc is None:
-        fail(clause, "the runner finishes by itself",
-             "it was still running after %.1fs and was killed by the grader" % result.hung_after_s, result)
+        fail(
+            clause,
+            "the runner finishes by itself",
+            "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0),
+            result,
+        )
 
 
 def exit_code(result: Result, wanted: int, clause: str) -> None:
@@ -108,14 +112,20 @@ def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
 
 def no_survivors(result: Result, clause: str) -> None:
     __tracebackhide__ = True
-    that(not result.survivors, clause, "no process of the command left running",
-         "%d process(es) still running after the runner exited" % len(result.survivors), result)
+    that(
+        not result.survivors,
+        clause,
+        "no process of the command left running",
+        "%d process(es) still running after the runner exited" % len(result.survivors),
+        result,
+    )
 
 
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     __tracebackhide__ = True
-    that(result.stdout == wanted, clause, "stdout exactly %s" % _show(wanted),
-         "stdout %s" % _show(result.stdout), result)
+    that(
+        result.stdout == wanted, clause, "stdout exactly %s" % _show(wanted), "stdout %s" % _show(result.stdout), result
+    )
 
 
 def stdout_has(result: Result, text: str, clause: str) -> None:
@@ -131,8 +141,13 @@ def stderr_has(result: Result, text: str, clause: str) -> None:
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
-    that(low <= result.duration_s <= high, clause, "%s: %.2fs to %.2fs" % (what, low, high),
-         "the runner took %.2fs" % result.duration_s, result)
+    that(
+        low <= result.duration_s <= high,
+        clause,
+        "%s: %.2fs to %.2fs" % (what, low, high),
+        "the runner took %.2fs" % result.duration_s,
+        result,
+    )
 
 
 def _show(data: bytes, limit: int = 120) -> str:
@@ -151,8 +166,12 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[dict]:
     found = result.records()
     broken = [r for r in found if not r.ok]
     if broken:
-        fail(clause, "every line of runs.jsonl one JSON object",
-             "%d bad line(s), first: %s (%s)" % (len(broken), _show(broken[0].line), broken[0].problem), result)
+        fail(
+            clause,
+            "every line of runs.jsonl one JSON object",
+            "%d bad line(s), first: %s (%s)" % (len(broken), _show(broken[0].line), broken[0].problem),
+            result,
+        )
     raw = result.runs_bytes()
     if raw and not raw.endswith(b"\n"):
         fail(clause, "every record ends with a newline", "the last line has no newline", result)

@@ -18,7 +18,16 @@ from conformance import expect, report
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.processes import Driver
 from conformance.restore import Snapshot
-from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, Lab, SharedLock, clear_shared_lab, probe_namespace
+from conformance.sandbox import (
+    LAB_PATHS,
+    NAMESPACE,
+    SHARED,
+    SUB_DIR,
+    Lab,
+    SharedLock,
+    clear_shared_lab,
+    probe_namespace,
+)
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
@@ -35,11 +44,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--runner-python", default=None, help="interpreter that runs it (default: this one)")
     group.addoption("--lab-profile", default=CORE, choices=PROFILES, help="core or extended (default: core)")
     group.addoption("--lab-lang", default="en", choices=LANGUAGES, help="language of hints (default: en)")
-    group.addoption("--lab-isolation", default="auto", choices=("auto", NAMESPACE, SHARED),
-                    help="private mount namespaces, or the real lab paths one test at a time")
+    group.addoption(
+        "--lab-isolation",
+        default="auto",
+        choices=("auto", NAMESPACE, SHARED),
+        help="private mount namespaces, or the real lab paths one test at a time",
+    )
     group.addoption("--lab-json", default=None, help="write the JSON report to this file")
-    group.addoption("--lab-clause", action="append", default=[], metavar="ID",
-                    help="only checks of this clause or step (S2.4, S2, X); repeatable")
+    group.addoption(
+        "--lab-clause",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only checks of this clause or step (S2.4, S2, X); repeatable",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,8 +106,10 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
         "isolation: %s" % info["isolation"],
     ]
     if info["isolation"] == SHARED:
-        lines.append("  (no private namespace: %s; tests run one at a time on the real lab paths,"
-                     " which are put back afterwards)" % info["why_not_namespace"])
+        lines.append(
+            "  (no private namespace: %s; tests run one at a time on the real lab paths,"
+            " which are put back afterwards)" % info["why_not_namespace"]
+        )
     return lines
 
 
@@ -133,8 +153,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _selected(clause: str, wanted: List[str]) -> bool:
     """No --lab-clause selects all; S2 selects S2.1 ... S2.4; X selects every X clause."""
-    return not wanted or any(clause == w or clause.startswith(w + ".") or (w == "X" and clause[0] == "X")
-                             for w in wanted)
+    return not wanted or any(
+        clause == w or clause.startswith(w + ".") or (w == "X" and clause[0] == "X") for w in wanted
+    )
 
 
 def _clause_of(item: pytest.Item) -> Optional[str]:

@@ -120,8 +120,9 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
 class Invocation:
     """A runner that is running: signal it, observe it, then `finish()` it into a Result."""
 
-    def __init__(self, lab: Lab, python: str, args: Sequence[str], env: Mapping[str, str],
-                 expected_s: float, token: str) -> None:
+    def __init__(
+        self, lab: Lab, python: str, args: Sequence[str], env: Mapping[str, str], expected_s: float, token: str
+    ) -> None:
         self.lab = lab
         self.args = list(args)
         self.token = token
@@ -251,13 +252,11 @@ class Driver:
         self._tokens: List[str] = []
         self._helpers: List[subprocess.Popen] = []
 
-    def start(self, *args: str, env: Optional[Mapping[str, str]] = None,
-              expect_s: float = 0.0) -> Invocation:
+    def start(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Invocation:
         """Start `runner.py ARGS...`; `expect_s` is how long the test expects it to need."""
         token = new_token()
         self._tokens.append(token)
-        return Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env),
-                          expect_s, token)
+        return Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)
 
     def run(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
         return self.start(*args, env=env, expect_s=expect_s).finish()
@@ -270,8 +269,11 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         process = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            env=lab_environment(self.lab, token), preexec_fn=self.lab.preexec(),
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=lab_environment(self.lab, token),
+            preexec_fn=self.lab.preexec(),
             start_new_session=True,
         )
         self._helpers.append(process)

@@ -33,7 +33,7 @@ class Outcomes:
     """Every test's outcome, merged over its setup, call and teardown phases."""
 
     def __init__(self) -> None:
-        self._tests: "OrderedDict[str, Dict]" = OrderedDict()
+        self._tests: OrderedDict[str, Dict] = OrderedDict()
 
     def add(self, test_report) -> None:
         props = dict(test_report.user_properties)
@@ -42,13 +42,16 @@ class Outcomes:
             outcome = "error"  # a setup or teardown that failed is the suite's problem
         if test_report.when != "call" and outcome == "passed":
             outcome = None  # only the call phase says a test passed
-        entry = self._tests.setdefault(test_report.nodeid, {
-            "id": test_report.nodeid,
-            "clause": props.get("clause"),
-            "outcome": None,
-            "message": "",
-            "duration_s": 0.0,
-        })
+        entry = self._tests.setdefault(
+            test_report.nodeid,
+            {
+                "id": test_report.nodeid,
+                "clause": props.get("clause"),
+                "outcome": None,
+                "message": "",
+                "duration_s": 0.0,
+            },
+        )
         entry["duration_s"] = round(entry["duration_s"] + test_report.duration, 3)
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
@@ -90,11 +93,15 @@ def verdict(row: Mapping[str, int]) -> str:
 def step_table(tests: List[Dict], profile: str) -> List[str]:
     lines = ["", "%-4s %-46s %9s  %s" % ("step", "what", "passed", "verdict")]
     for step, row in steps(tests, profile).items():
-        lines.append("%-4s %-46s %9s  %s" % (
-            step, STEP_TITLES.get(step, ""), "%d/%d" % (row["passed"], row["total"]), verdict(row)))
+        lines.append(
+            "%-4s %-46s %9s  %s"
+            % (step, STEP_TITLES.get(step, ""), "%d/%d" % (row["passed"], row["total"]), verdict(row))
+        )
     counts = summary(tests)
-    lines.append("%d passed, %d failed, %d errors, %d skipped" % (
-        counts["passed"], counts["failed"], counts["error"], counts["skipped"]))
+    lines.append(
+        "%d passed, %d failed, %d errors, %d skipped"
+        % (counts["passed"], counts["failed"], counts["error"], counts["skipped"])
+    )
     return lines
 
 
@@ -105,8 +112,13 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
         "python": info["python"],
         "profile": info["profile"],
         "isolation": info["isolation"],
-        "summary": {"passed": counts["passed"], "failed": counts["failed"], "errors": counts["error"],
-                    "skipped": counts["skipped"], "total": counts["total"]},
+        "summary": {
+            "passed": counts["passed"],
+            "failed": counts["failed"],
+            "errors": counts["error"],
+            "skipped": counts["skipped"],
+            "total": counts["total"],
+        },
         "steps": steps(tests, info["profile"]),
         "tests": tests,
     }
@@ -121,20 +133,22 @@ def gradescope(report: Mapping) -> Dict:
     tests = []
     for test in report["tests"]:
         passed = test["outcome"] == "passed"
-        tests.append({
-            "name": test["id"].split("::")[-1],
-            "number": test.get("clause") or "",
-            "score": 1 if passed else 0,
-            "max_score": 1,
-            "status": "passed" if passed else "failed",
-            "output": test.get("message") or "",
-        })
+        tests.append(
+            {
+                "name": test["id"].split("::")[-1],
+                "number": test.get("clause") or "",
+                "score": 1 if passed else 0,
+                "max_score": 1,
+                "status": "passed" if passed else "failed",
+                "output": test.get("message") or "",
+            }
+        )
     total = report["summary"]
     return {
         "score": total["passed"],
         "max_score": total["total"],
-        "output": "profile %s, isolation %s: %d of %d checks passed" % (
-            report["profile"], report["isolation"], total["passed"], total["total"]),
+        "output": "profile %s, isolation %s: %d of %d checks passed"
+        % (report["profile"], report["isolation"], total["passed"], total["total"]),
         "tests": tests,
     }
 

@@ -275,9 +275,7 @@ class Wakeup:
 
 def spawn(cmd):
     """Start cmd as the leader of a new session (so of a new process group); return its pid."""
-    return os.posix_spawnp(
-        cmd[0], cmd, os.environ, setsid=True, setsigdef=RESTORED_SIGNALS
-    )
+    return os.posix_spawnp(cmd[0], cmd, os.environ, setsid=True, setsigdef=RESTORED_SIGNALS)
 
 
 def signal_group(pgid, signum):

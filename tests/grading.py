@@ -30,10 +30,16 @@ class Grading:
     def explain(self) -> str:
         """What to show when an assertion about this grading fails."""
         summary = (self.report or {}).get("summary")
-        failures = "\n".join("  %s [%s]: %s" % (t["id"], t["clause"], t["message"].splitlines()[0])
-                             for t in self.failed()[:10])
+        failures = "\n".join(
+            "  %s [%s]: %s" % (t["id"], t["clause"], t["message"].splitlines()[0]) for t in self.failed()[:10]
+        )
         return "exit %d, summary %s\n%s\n--- stdout tail ---\n%s\n--- stderr tail ---\n%s" % (
-            self.rc, summary, failures, self.stdout[-3000:], self.stderr[-2000:])
+            self.rc,
+            summary,
+            failures,
+            self.stdout[-3000:],
+            self.stderr[-2000:],
+        )
 
 
 def grade(tmp_path: Path, runner: Optional[Path] = None, *options: str, workers: int = 4) -> Grading:
@@ -42,7 +48,8 @@ def grade(tmp_path: Path, runner: Optional[Path] = None, *options: str, workers:
     argv = [sys.executable, "-m", "conformance", "--json", str(report), "-n", str(workers)]
     if runner is not None:
         argv += ["--runner", str(runner)]
-    done = subprocess.run(argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S,
-                          cwd=str(tmp_path))
+    done = subprocess.run(
+        argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, cwd=str(tmp_path)
+    )
     data = json.loads(report.read_text()) if report.exists() else None
     return Grading(done.returncode, done.stdout, done.stderr, data)

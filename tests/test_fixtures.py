@@ -99,8 +99,11 @@ def test_apply_without_a_name_is_a_usage_error(tmp_path):
 def test_apply_delay_waits_after_logging(tmp_path):
     log = tmp_path / "applied.log"
     started = time.monotonic()
-    process = subprocess.Popen([APPLY, "slow"], env={"PATH": os.environ["PATH"], "APPLY_LOG": str(log),
-                                                    "APPLY_DELAY": "0.5"}, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [APPLY, "slow"],
+        env={"PATH": os.environ["PATH"], "APPLY_LOG": str(log), "APPLY_DELAY": "0.5"},
+        stdout=subprocess.DEVNULL,
+    )
     while not log.exists():
         time.sleep(0.01)
     assert process.poll() is None  # logged, still waiting
@@ -113,7 +116,12 @@ def test_apply_logs_to_the_lab_by_default(tmp_path):
     if plan is None:
         pytest.skip("needs a mount namespace: %s" % why)
     lab = Lab(tmp_path, NAMESPACE, Path(REFERENCE), plan)
-    result = subprocess.run(["/opt/fixtures/pyops/bin/apply.sh", "x"], preexec_fn=lab.preexec(),
-                            env={"PATH": os.environ["PATH"]}, capture_output=True, timeout=30)
+    result = subprocess.run(
+        ["/opt/fixtures/pyops/bin/apply.sh", "x"],
+        preexec_fn=lab.preexec(),
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        timeout=30,
+    )
     assert result.returncode == 0
     assert (lab.sub / "applied.log").read_text() == "x\n"

@@ -10,9 +10,18 @@ from freezegun import freeze_time
 from runner import runner
 
 
-@pytest.mark.parametrize("backoff,attempt,delay", [
-    (1, 1, 1), (1, 2, 2), (1, 3, 4), (1, 4, 8), (0.5, 1, 0.5), (0.25, 3, 1.0), (0, 5, 0),
-])
+@pytest.mark.parametrize(
+    "backoff,attempt,delay",
+    [
+        (1, 1, 1),
+        (1, 2, 2),
+        (1, 3, 4),
+        (1, 4, 8),
+        (0.5, 1, 0.5),
+        (0.25, 3, 1.0),
+        (0, 5, 0),
+    ],
+)
 def test_backoff_doubles_from_the_backoff_itself(backoff, attempt, delay):
     assert runner.backoff_delay(backoff, attempt) == delay
 
@@ -29,15 +38,32 @@ def test_run_record_is_one_json_line_with_int_fields():
     line = runner.run_record(["printf", "%s", "a b"], 2, 124, time.time(), 1.0004)
     assert line.endswith("\n") and line.count("\n") == 1
     record = json.loads(line)
-    assert record == {"ts": "2026-01-02T03:04:05.000+00:00", "cmd": ["printf", "%s", "a b"], "attempt": 2,
-                      "rc": 124, "duration_ms": 1000}
+    assert record == {
+        "ts": "2026-01-02T03:04:05.000+00:00",
+        "cmd": ["printf", "%s", "a b"],
+        "attempt": 2,
+        "rc": 124,
+        "duration_ms": 1000,
+    }
     assert all(type(record[key]) is int for key in ("attempt", "rc", "duration_ms"))
 
 
-@pytest.mark.parametrize("word", [
-    "", "plain", "a b", 'quote " and \\ back', "tab\tnew\nline\r", "\x00\x01\x1f\x7f", "日本語 ✓",
-    "\udcff\udc80 (undecodable argv bytes)", "\U0001f600", "</script>", "\\u0041",
-])
+@pytest.mark.parametrize(
+    "word",
+    [
+        "",
+        "plain",
+        "a b",
+        'quote " and \\ back',
+        "tab\tnew\nline\r",
+        "\x00\x01\x1f\x7f",
+        "日本語 ✓",
+        "\udcff\udc80 (undecodable argv bytes)",
+        "\U0001f600",
+        "</script>",
+        "\\u0041",
+    ],
+)
 def test_json_string_reads_back_exactly(word):
     assert json.loads(runner.json_string(word)) == word
     assert json.loads(runner.run_record([word], 1, 0, 0.0, 0.0))["cmd"] == [word]
@@ -60,7 +86,12 @@ class TestParseRun:
 
     def test_defaults(self):
         assert runner.parse_args(["run", "--", "true"]) == {
-            "action": "run", "timeout": None, "retries": 0, "backoff": 0.0, "cmd": ["true"]}
+            "action": "run",
+            "timeout": None,
+            "retries": 0,
+            "backoff": 0.0,
+            "cmd": ["true"],
+        }
 
     def test_equals_form(self):
         assert runner.parse_args(["run", "--timeout=2.5", "--", "true"])["timeout"] == 2.5
@@ -72,20 +103,23 @@ class TestParseRun:
     def test_command_without_dashes(self):
         assert runner.parse_args(["run", "echo", "-n", "x"])["cmd"] == ["echo", "-n", "x"]
 
-    @pytest.mark.parametrize("argv,message", [
-        (["run"], "no command"),
-        (["run", "--"], "no command"),
-        (["run", "--timeout"], "needs a value"),
-        (["run", "--timeout", "soon", "--", "true"], "needs a number"),
-        (["run", "--timeout", "0", "--", "true"], "more than 0"),
-        (["run", "--timeout", "-1", "--", "true"], "more than 0"),
-        (["run", "--timeout", "nan", "--", "true"], "finite"),
-        (["run", "--backoff", "inf", "--", "true"], "finite"),
-        (["run", "--retries", "1.5", "--", "true"], "needs a number"),
-        (["run", "--retries", "-1", "--", "true"], "at least 0"),
-        (["run", "--bogus", "--", "true"], "unknown option"),
-        (["fly"], "unknown action"),
-    ])
+    @pytest.mark.parametrize(
+        "argv,message",
+        [
+            (["run"], "no command"),
+            (["run", "--"], "no command"),
+            (["run", "--timeout"], "needs a value"),
+            (["run", "--timeout", "soon", "--", "true"], "needs a number"),
+            (["run", "--timeout", "0", "--", "true"], "more than 0"),
+            (["run", "--timeout", "-1", "--", "true"], "more than 0"),
+            (["run", "--timeout", "nan", "--", "true"], "finite"),
+            (["run", "--backoff", "inf", "--", "true"], "finite"),
+            (["run", "--retries", "1.5", "--", "true"], "needs a number"),
+            (["run", "--retries", "-1", "--", "true"], "at least 0"),
+            (["run", "--bogus", "--", "true"], "unknown option"),
+            (["fly"], "unknown action"),
+        ],
+    )
     def test_usage_errors(self, argv, message):
         with pytest.raises(runner.UsageError, match=message):
             runner.parse_args(argv)

@@ -12,7 +12,7 @@ ARGV_CASES = [
     (["printf", "%s|", "a b", "c  d"], b"a b|c  d|"),
     (["printf", "%s\\n", "$HOME", "*", ";", "|", "&&", "$(id)", "`id`"], b"$HOME\n*\n;\n|\n&&\n$(id)\n`id`\n"),
     (["printf", "[%s]", ""], b"[]"),
-    (["printf", "%s", "quote's \"double\" \\back"], b"quote's \"double\" \\back"),
+    (["printf", "%s", 'quote\'s "double" \\back'], b'quote\'s "double" \\back'),
     (["printf", "%s", "こんにちは"], "こんにちは".encode()),
     (["echo", "--retries", "3", "--timeout", "1"], b"--retries 3 --timeout 1\n"),
     (["echo", "--", "x"], b"-- x\n"),
@@ -35,9 +35,13 @@ def test_s1_1_no_shell_a_string_is_one_program_name(runner):
     # With a shell, "echo through-a-shell" would print; as an argv it names a program that does not exist.
     result = runner.run("run", "--", "echo through-a-shell")
     expect.finished(result, "S1.1")
-    expect.that(b"through-a-shell" not in result.stdout, "S1.1",
-                "no shell: the single word 'echo through-a-shell' is not split or run",
-                "stdout %r: the command went through a shell" % result.stdout, result)
+    expect.that(
+        b"through-a-shell" not in result.stdout,
+        "S1.1",
+        "no shell: the single word 'echo through-a-shell' is not split or run",
+        "stdout %r: the command went through a shell" % result.stdout,
+        result,
+    )
     expect.that(result.rc != 0, "S1.1", "a non-zero exit (no such program)", "exit code 0", result)
 
 
@@ -46,18 +50,27 @@ def test_s1_1_redirection_is_not_interpreted(runner):
     target = runner.lab.work / "redirected"
     result = runner.run("run", "--", "echo", "hi", ">", str(target))
     expect.exit_code(result, 0, "S1.1")
-    expect.that(not target.exists(), "S1.1", "'>' passed to echo as a word",
-                "a shell redirected the output into %s" % target, result)
+    expect.that(
+        not target.exists(),
+        "S1.1",
+        "'>' passed to echo as a word",
+        "a shell redirected the output into %s" % target,
+        result,
+    )
     expect.stdout_is(result, b"hi > %s\n" % str(target).encode(), "S1.1")
 
 
 @clause("S1.2")
-@pytest.mark.parametrize("printed", [
-    b"hello\n",
-    b"line 1\nline 2\nline 3\n",
-    b"  indented\ttab\n",
-    b"",
-], ids=["one-line", "three-lines", "whitespace", "nothing"])
+@pytest.mark.parametrize(
+    "printed",
+    [
+        b"hello\n",
+        b"line 1\nline 2\nline 3\n",
+        b"  indented\ttab\n",
+        b"",
+    ],
+    ids=["one-line", "three-lines", "whitespace", "nothing"],
+)
 def test_s1_2_stdout_passes_unchanged(runner, printed):
     result = runner.run("run", "--", "printf", "%s", printed.decode())
     expect.exit_code(result, 0, "S1.2")

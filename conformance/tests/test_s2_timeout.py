@@ -25,8 +25,13 @@ def timed_out(runner, name, seconds="1"):
 @pytest.mark.parametrize("name", ["hang.sh", "sleep", "ignores-TERM"])
 def test_s2_1_killed_once_the_timeout_passes(runner, name):
     result = timed_out(runner, name)
-    expect.took_between(result, 1 - timing.EARLY_S, 1 + timing.OVERHEAD_S + timing.REACTION_S, "S2.1",
-                        "killed once 1s has passed, not before and not much later")
+    expect.took_between(
+        result,
+        1 - timing.EARLY_S,
+        1 + timing.OVERHEAD_S + timing.REACTION_S,
+        "S2.1",
+        "killed once 1s has passed, not before and not much later",
+    )
 
 
 @clause("S2.1")
@@ -56,8 +61,13 @@ def test_s2_2_timeout_is_said_on_stderr(runner, name):
 def test_s2_2_timeout_line_is_not_on_stdout(runner):
     result = timed_out(runner, "sleep")
     expect.finished(result, "S2.2")
-    expect.that("timeout" not in result.out, "S2.2", "the timeout line on stderr, stdout untouched",
-                "stdout says %r" % result.out, result)
+    expect.that(
+        "timeout" not in result.out,
+        "S2.2",
+        "the timeout line on stderr, stdout untouched",
+        "stdout says %r" % result.out,
+        result,
+    )
 
 
 @clause("S2.3")
@@ -100,8 +110,9 @@ def test_s2_4_hang_sh_grandchild_sleep_is_killed(runner):
 
 @clause("S2.4")
 def test_s2_4_python_child_with_grandchildren(runner):
-    command = py("import subprocess, time; subprocess.Popen(['sleep', '60']); subprocess.Popen(['sleep', '61']);"
-                 " time.sleep(60)")
+    command = py(
+        "import subprocess, time; subprocess.Popen(['sleep', '60']); subprocess.Popen(['sleep', '61']); time.sleep(60)"
+    )
     result = runner.run("run", "--timeout", "1", "--", *command, expect_s=1)
     expect.exit_code(result, 124, "S2.3")
     expect.no_survivors(result, "S2.4")

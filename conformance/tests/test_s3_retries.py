@@ -28,8 +28,13 @@ def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
     result = runner.run("run", "--retries", str(retries), "--backoff", "0", "--", *counted(counter(runner)))
     expect.finished(result, "S3.1")
     made = len(calls(counter(runner)))
-    expect.that(made == retries + 1, "S3.1", "%d attempts (1 + %d retries)" % (retries + 1, retries),
-                "%d attempts" % made, result)
+    expect.that(
+        made == retries + 1,
+        "S3.1",
+        "%d attempts (1 + %d retries)" % (retries + 1, retries),
+        "%d attempts" % made,
+        result,
+    )
 
 
 @clause("S3.1")
@@ -59,10 +64,13 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
     expect.that(len(starts) == 4, "S3.1", "4 attempts", "%d attempts" % len(starts), result)
     gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
     for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
-        expect.that(wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S, "S3.2",
-                    "retry %d starts %ds after attempt %d (backoff * 2**%d)" % (k, wanted, k, k - 1),
-                    "it started %.2fs after (all gaps: %s)" % (gap, ", ".join("%.2f" % g for g in gaps)),
-                    result)
+        expect.that(
+            wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S,
+            "S3.2",
+            "retry %d starts %ds after attempt %d (backoff * 2**%d)" % (k, wanted, k, k - 1),
+            "it started %.2fs after (all gaps: %s)" % (gap, ", ".join("%.2f" % g for g in gaps)),
+            result,
+        )
 
 
 @clause("S3.2")
@@ -77,9 +85,13 @@ def test_s3_2_waits_read_from_runs_jsonl(runner):
     for k, wanted in ((1, 1), (2, 2)):
         previous = records[k - 1]
         waited = (starts[k] - starts[k - 1]).total_seconds() - previous["duration_ms"] / 1000.0
-        expect.that(wanted - timing.EARLY_S - rounding <= waited <= wanted + timing.REACTION_S + rounding,
-                    "S3.2", "a wait of %ds between attempt %d and %d in runs.jsonl" % (wanted, k, k + 1),
-                    "%.2fs between the end of one and the start of the next" % waited, result)
+        expect.that(
+            wanted - timing.EARLY_S - rounding <= waited <= wanted + timing.REACTION_S + rounding,
+            "S3.2",
+            "a wait of %ds between attempt %d and %d in runs.jsonl" % (wanted, k, k + 1),
+            "%.2fs between the end of one and the start of the next" % waited,
+            result,
+        )
 
 
 def _ts(record, result):
@@ -95,8 +107,9 @@ def test_s3_2_no_wait_after_the_last_attempt(runner):
     # One retry with backoff 2: 2s of waiting; a wait after the last attempt would add 4s more.
     result = runner.run("run", "--retries", "1", "--backoff", "2", "--", "false", expect_s=2)
     expect.exit_code(result, 1, "S3.5")
-    expect.took_between(result, 2 - timing.EARLY_S, 2 + timing.OVERHEAD_S, "S3.2",
-                        "one wait of 2s, none after the last attempt")
+    expect.took_between(
+        result, 2 - timing.EARLY_S, 2 + timing.OVERHEAD_S, "S3.2", "one wait of 2s, none after the last attempt"
+    )
 
 
 @clause("S3.2")
@@ -114,16 +127,30 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     starts = calls(counter(runner))
     expect.that(len(starts) == 2, "S3.1", "2 attempts", "%d attempts" % len(starts), result)
     gap = starts[1] - starts[0]
-    expect.that(1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S, "S3.2",
-                "the retry starts 1s (backoff * 2**0) after the first attempt", "it started after %.2fs" % gap,
-                result)
+    expect.that(
+        1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S,
+        "S3.2",
+        "the retry starts 1s (backoff * 2**0) after the first attempt",
+        "it started after %.2fs" % gap,
+        result,
+    )
 
 
 @clause("S3.3")
 @slow(3)
 def test_s3_3_a_timeout_is_retried(runner):
-    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--",
-                        *counted(counter(runner), "exec sleep 30"), expect_s=2)
+    result = runner.run(
+        "run",
+        "--timeout",
+        "1",
+        "--retries",
+        "1",
+        "--backoff",
+        "0",
+        "--",
+        *counted(counter(runner), "exec sleep 30"),
+        expect_s=2,
+    )
     expect.exit_code(result, 124, "S3.3")
     made = len(calls(counter(runner)))
     expect.that(made == 2, "S3.3", "2 attempts, both timed out", "%d attempts" % made, result)
@@ -142,12 +169,14 @@ def test_s3_3_a_timeout_then_a_success(runner):
 @clause("S3.3")
 @slow(3)
 def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
-    result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "/opt/fixtures/pyops/bin/hang.sh",
-                        expect_s=2)
+    result = runner.run(
+        "run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "/opt/fixtures/pyops/bin/hang.sh", expect_s=2
+    )
     expect.exit_code(result, 124, "S3.3")
     expect.no_survivors(result, "S2.4")
-    expect.that(result.out.count("hang.sh: started") == 2, "S3.3", "hang.sh started twice",
-                "stdout %r" % result.out, result)
+    expect.that(
+        result.out.count("hang.sh: started") == 2, "S3.3", "hang.sh started twice", "stdout %r" % result.out, result
+    )
 
 
 @clause("S3.4")
@@ -163,8 +192,9 @@ def test_s3_4_success_ends_the_run_at_once(runner):
 def test_s3_4_flaky_stops_at_the_first_success(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.4")
-    expect.that(flaky_calls(runner) == 3, "S3.4", "flaky.sh called 3 times, not 4",
-                "%d calls" % flaky_calls(runner), result)
+    expect.that(
+        flaky_calls(runner) == 3, "S3.4", "flaky.sh called 3 times, not 4", "%d calls" % flaky_calls(runner), result
+    )
 
 
 @clause("S3.5")

@@ -31,8 +31,13 @@ def test_s4_1_second_apply_is_a_no_op(runner):
     second = runner.run("apply", "feature")
     expect.exit_code(second, 0, "S4.1")
     expect.stdout_has(second, "already applied", "S4.1")
-    expect.that(second.applied() == ["feature"], "S4.1", "apply.sh called once over two applies",
-                "applied.log: %s" % second.applied(), second)
+    expect.that(
+        second.applied() == ["feature"],
+        "S4.1",
+        "apply.sh called once over two applies",
+        "applied.log: %s" % second.applied(),
+        second,
+    )
 
 
 @clause("S4.1")
@@ -48,8 +53,13 @@ def test_s4_1_already_applied_goes_to_stdout_not_stderr(runner):
 def test_s4_2_apply_calls_apply_sh_with_the_name(runner, name):
     result = runner.run("apply", name)
     expect.exit_code(result, 0, "S4.2")
-    expect.that(result.applied() == [name], "S4.2", "apply.sh called once with %r" % name,
-                "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == [name],
+        "S4.2",
+        "apply.sh called once with %r" % name,
+        "applied.log: %s" % result.applied(),
+        result,
+    )
 
 
 @clause("S4.2")
@@ -57,8 +67,13 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
     runner.put_marker("other")
     result = runner.run("apply", "feature")
     expect.exit_code(result, 0, "S4.2")
-    expect.that(result.applied() == ["feature"], "S4.2", "apply.sh called for 'feature'",
-                "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == ["feature"],
+        "S4.2",
+        "apply.sh called for 'feature'",
+        "applied.log: %s" % result.applied(),
+        result,
+    )
 
 
 @clause("S4.3")
@@ -66,8 +81,13 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
 def test_s4_3_marker_created_after_success(runner, name):
     result = runner.run("apply", name)
     expect.exit_code(result, 0, "S4.3")
-    expect.that(runner.lab.marker(name).is_file(), "S4.3", "state/%s.done exists" % name,
-                "markers: %s" % (result.markers() or "(none)"), result)
+    expect.that(
+        runner.lab.marker(name).is_file(),
+        "S4.3",
+        "state/%s.done exists" % name,
+        "markers: %s" % (result.markers() or "(none)"),
+        result,
+    )
 
 
 @clause("S4.3")
@@ -76,8 +96,13 @@ def test_s4_3_no_marker_while_apply_sh_is_still_running(runner):
     invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started (applied.log written)", "S4.2")
     early = runner.lab.marker("slow").exists()
     result = invocation.finish()
-    expect.that(not early, "S4.3", "no marker while apply.sh has not yet exited",
-                "state/slow.done existed while apply.sh was still running", result)
+    expect.that(
+        not early,
+        "S4.3",
+        "no marker while apply.sh has not yet exited",
+        "state/slow.done existed while apply.sh was still running",
+        result,
+    )
     expect.exit_code(result, 0, "S4.3")
     expect.that(runner.lab.marker("slow").is_file(), "S4.3", "the marker once apply.sh exited 0", "no marker", result)
 
@@ -101,10 +126,14 @@ def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
     expect.exit_code(failed, 1, "S4.4")
     fixed = runner.run("apply", "broken")
     expect.exit_code(fixed, 0, "S4.4")
-    expect.that(fixed.applied() == ["broken", "broken"], "S4.4", "apply.sh called again after the failure",
-                "applied.log: %s" % fixed.applied(), fixed)
-    expect.that(runner.lab.marker("broken").is_file(), "S4.3", "marker after the successful retry", "no marker",
-                fixed)
+    expect.that(
+        fixed.applied() == ["broken", "broken"],
+        "S4.4",
+        "apply.sh called again after the failure",
+        "applied.log: %s" % fixed.applied(),
+        fixed,
+    )
+    expect.that(runner.lab.marker("broken").is_file(), "S4.3", "marker after the successful retry", "no marker", fixed)
 
 
 @clause("S4.4")
@@ -112,5 +141,10 @@ def test_s4_4_failure_does_not_touch_other_markers(runner):
     runner.put_marker("earlier")
     result = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
     expect.exit_code(result, 1, "S4.4")
-    expect.that(result.markers() == ["earlier.done"], "S4.4", "only the earlier marker",
-                "markers: %s" % result.markers(), result)
+    expect.that(
+        result.markers() == ["earlier.done"],
+        "S4.4",
+        "only the earlier marker",
+        "markers: %s" % result.markers(),
+        result,
+    )

@@ -47,8 +47,13 @@ def test_s5_2_second_runner_while_the_first_applies(runner):
     done = first.finish()
     refused(second)
     expect.exit_code(done, 0, "S5.1")
-    expect.that(done.applied() == ["first"], "S5.2", "only the first runner called apply.sh",
-                "applied.log: %s" % done.applied(), second)
+    expect.that(
+        done.applied() == ["first"],
+        "S5.2",
+        "only the first runner called apply.sh",
+        "applied.log: %s" % done.applied(),
+        second,
+    )
 
 
 @clause("S5.2")
@@ -58,8 +63,13 @@ def test_s5_2_same_name_twice_at_once(runner):
     second = runner.run("apply", "same")
     done = first.finish()
     refused(second)
-    expect.that(done.applied() == ["same"], "S5.2", "apply.sh called once for two concurrent applies",
-                "applied.log: %s" % done.applied(), done)
+    expect.that(
+        done.applied() == ["same"],
+        "S5.2",
+        "apply.sh called once for two concurrent applies",
+        "applied.log: %s" % done.applied(),
+        done,
+    )
 
 
 @clause("S5.2")
@@ -86,8 +96,13 @@ def test_s5_1_lock_held_while_apply_sh_runs(runner):
     invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started", "S4.2")
     free = runner.lock_is_free()
     result = invocation.finish()
-    expect.that(not free, "S5.1", "state/lock locked (LOCK_EX) while apply.sh runs",
-                "another process could take LOCK_EX on state/lock meanwhile", result)
+    expect.that(
+        not free,
+        "S5.1",
+        "state/lock locked (LOCK_EX) while apply.sh runs",
+        "another process could take LOCK_EX on state/lock meanwhile",
+        result,
+    )
     expect.exit_code(result, 0, "S5.1")
 
 
@@ -95,8 +110,13 @@ def test_s5_1_lock_held_while_apply_sh_runs(runner):
 def test_s5_1_lock_file_is_state_lock(runner):
     result = runner.run("apply", "feature")
     expect.exit_code(result, 0, "S5.1")
-    expect.that((runner.lab.state / "lock").exists(), "S5.1", "the lock file /root/pyops/sub/state/lock",
-                "no state/lock after an apply", result)
+    expect.that(
+        (runner.lab.state / "lock").exists(),
+        "S5.1",
+        "the lock file /root/pyops/sub/state/lock",
+        "no state/lock after an apply",
+        result,
+    )
 
 
 @clause("S5.1")
@@ -104,7 +124,12 @@ def test_s5_1_lock_file_is_state_lock(runner):
 def test_s5_1_lock_released_after_exit(runner, env):
     result = runner.run("apply", "feature", env=env)
     expect.finished(result, "S5.1")
-    expect.that(runner.lock_is_free(), "S5.1", "state/lock free once the runner has exited",
-                "still locked: a process the runner left holds it", result)
+    expect.that(
+        runner.lock_is_free(),
+        "S5.1",
+        "state/lock free once the runner has exited",
+        "still locked: a process the runner left holds it",
+        result,
+    )
     again = runner.run("apply", "other")
     expect.exit_code(again, 0, "S5.1")

@@ -41,8 +41,13 @@ def test_s6_1_sigterm_reaches_the_command(runner):
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
     expect.finished(result, "S6.1")
-    expect.that(on_term.exists(), "S6.1", "the command's TERM handler ran",
-                "the command never got SIGTERM (killed some other way, or left running)", result)
+    expect.that(
+        on_term.exists(),
+        "S6.1",
+        "the command's TERM handler ran",
+        "the command never got SIGTERM (killed some other way, or left running)",
+        result,
+    )
 
 
 @clause("S6.1")
@@ -62,10 +67,20 @@ def test_s6_2_waits_for_a_command_that_takes_time_to_stop(runner):
     time.sleep(0.75)  # mid-way through the command's 1.5s of cleaning up: a runner must still wait
     still_running = invocation.running()
     result = invocation.finish()
-    expect.that(still_running, "S6.2", "the runner still running while the command cleans up after SIGTERM",
-                "it had already exited 0.75s after SIGTERM, before its command ended", result)
-    expect.that(on_term.exists(), "S6.2", "the command allowed to finish its 1.5s TERM handler",
-                "the handler never finished: the command was killed before it ended", result)
+    expect.that(
+        still_running,
+        "S6.2",
+        "the runner still running while the command cleans up after SIGTERM",
+        "it had already exited 0.75s after SIGTERM, before its command ended",
+        result,
+    )
+    expect.that(
+        on_term.exists(),
+        "S6.2",
+        "the command allowed to finish its 1.5s TERM handler",
+        "the handler never finished: the command was killed before it ended",
+        result,
+    )
     expect.exit_code_in(result, EXIT_143, "S6.3")
 
 
@@ -78,14 +93,21 @@ def test_s6_2_not_finished_before_the_command(runner):
     expect.finished(result, "S6.2")
     expect.that(on_term.exists(), "S6.2", "the command ended its TERM handler", "it did not", result)
     handler_done = float(on_term.read_text())
-    expect.that(handler_done <= ended, "S6.2", "the runner exits after its command ends",
-                "it exited %.2fs before its command" % (handler_done - ended), result)
+    expect.that(
+        handler_done <= ended,
+        "S6.2",
+        "the runner exits after its command ends",
+        "it exited %.2fs before its command" % (handler_done - ended),
+        result,
+    )
 
 
 @clause("S6.3")
-@pytest.mark.parametrize("command,fragment", [([HANG], ["sleep", "60"]), (["sleep", "60"], ["sleep", "60"]),
-                                              (sh("exec sleep 61"), ["sleep", "61"])],
-                         ids=["hang.sh", "sleep", "exec-sleep"])
+@pytest.mark.parametrize(
+    "command,fragment",
+    [([HANG], ["sleep", "60"]), (["sleep", "60"], ["sleep", "60"]), (sh("exec sleep 61"), ["sleep", "61"])],
+    ids=["hang.sh", "sleep", "exec-sleep"],
+)
 def test_s6_3_sigterm_exits_143(runner, command, fragment):
     invocation, _ = terminated(runner, command, fragment)
     expect.exit_code_in(invocation.finish(), EXIT_143, "S6.3")
@@ -103,16 +125,21 @@ def test_s6_3_prompt_exit_after_the_command_ends(runner):
     invocation, sent = terminated(runner, [HANG], ["sleep", "60"])
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "S6.3")
-    expect.that(result.duration_s - (sent - invocation.started) <= timing.REACTION_S + timing.SURVIVOR_GRACE_S,
-                "S6.3", "exit within %.1fs of SIGTERM for a command that stops at once" % timing.REACTION_S,
-                "it took %.2fs" % (result.duration_s - (sent - invocation.started)), result)
+    expect.that(
+        result.duration_s - (sent - invocation.started) <= timing.REACTION_S + timing.SURVIVOR_GRACE_S,
+        "S6.3",
+        "exit within %.1fs of SIGTERM for a command that stops at once" % timing.REACTION_S,
+        "it took %.2fs" % (result.duration_s - (sent - invocation.started)),
+        result,
+    )
 
 
 @clause("S6.3")
 def test_s6_3_retries_left_do_not_run(runner):
     counter = runner.lab.work / "calls"
-    invocation, _ = terminated(runner, counted(counter, "exec sleep 62"), ["sleep", "62"],
-                               "--retries", "3", "--backoff", "0")
+    invocation, _ = terminated(
+        runner, counted(counter, "exec sleep 62"), ["sleep", "62"], "--retries", "3", "--backoff", "0"
+    )
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "S6.3")
     made = len(calls(counter))
@@ -120,11 +147,15 @@ def test_s6_3_retries_left_do_not_run(runner):
 
 
 @clause("S6.4")
-@pytest.mark.parametrize("command,fragment", [
-    ([HANG], ["sleep", "60"]),
-    (sh("sleep 63 & sleep 64"), ["sleep", "64"]),
-    (sh("sleep 65 & wait"), ["sleep", "65"]),
-], ids=["hang.sh-grandchild", "background-and-foreground", "shell-waiting"])
+@pytest.mark.parametrize(
+    "command,fragment",
+    [
+        ([HANG], ["sleep", "60"]),
+        (sh("sleep 63 & sleep 64"), ["sleep", "64"]),
+        (sh("sleep 65 & wait"), ["sleep", "65"]),
+    ],
+    ids=["hang.sh-grandchild", "background-and-foreground", "shell-waiting"],
+)
 def test_s6_4_nothing_survives_sigterm(runner, command, fragment):
     invocation, _ = terminated(runner, command, fragment)
     result = invocation.finish()

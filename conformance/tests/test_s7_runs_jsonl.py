@@ -29,9 +29,17 @@ def key(record, name, result):
 
 
 @clause("S7.1")
-@pytest.mark.parametrize("retries,command,lines", [
-    (0, ["true"], 1), (0, ["false"], 1), (2, ["false"], 3), (3, [FLAKY], 3), (1, ["true"], 1),
-], ids=["true", "false", "false-retried-twice", "flaky-retried", "success-no-retry"])
+@pytest.mark.parametrize(
+    "retries,command,lines",
+    [
+        (0, ["true"], 1),
+        (0, ["false"], 1),
+        (2, ["false"], 3),
+        (3, [FLAKY], 3),
+        (1, ["true"], 1),
+    ],
+    ids=["true", "false", "false-retried-twice", "flaky-retried", "success-no-retry"],
+)
 def test_s7_1_one_line_per_attempt(runner, retries, command, lines):
     result = runner.run("run", "--retries", str(retries), "--backoff", "0", "--", *command)
     expect.finished(result, "S7.1")
@@ -45,8 +53,13 @@ def test_s7_1_appends_to_an_existing_file(runner):
     result = runner.run("run", "--", "true")
     expect.finished(result, "S7.1")
     data = result.runs_bytes()
-    expect.that(data.startswith(earlier), "S7.1", "the earlier line kept, the new one appended",
-                "runs.jsonl was rewritten", result)
+    expect.that(
+        data.startswith(earlier),
+        "S7.1",
+        "the earlier line kept, the new one appended",
+        "runs.jsonl was rewritten",
+        result,
+    )
     expect.records(result, 2)
 
 
@@ -56,8 +69,13 @@ def test_s7_1_successive_runs_accumulate(runner):
         expect.finished(runner.run("run", "--", "true"), "S7.1")
     result = runner.run("run", "--", "false")
     records = expect.records(result, 4)
-    expect.that([r.get("rc") for r in records] == [0, 0, 0, 1], "S7.1", "rc 0, 0, 0, 1 in order",
-                "rc %s" % [r.get("rc") for r in records], result)
+    expect.that(
+        [r.get("rc") for r in records] == [0, 0, 0, 1],
+        "S7.1",
+        "rc 0, 0, 0, 1 in order",
+        "rc %s" % [r.get("rc") for r in records],
+        result,
+    )
 
 
 @clause("S7.1")
@@ -71,7 +89,7 @@ def test_s7_1_each_line_is_one_compact_object(runner):
 
 @clause("S7.1")
 def test_s7_1_command_output_is_not_logged_as_records(runner):
-    result = runner.run("run", "--", *sh("echo '{\"not\": \"a record\"}'"))
+    result = runner.run("run", "--", *sh('echo \'{"not": "a record"}\''))
     expect.finished(result, "S7.1")
     expect.records(result, 1)
 
@@ -100,14 +118,21 @@ def test_s7_2_ts_is_iso_8601_and_now(runner):
 
 
 @clause("S7.2")
-@pytest.mark.parametrize("command", [["true"], ["printf", "%s", "a b"], ["sh", "-c", "exit 0"],
-                                     ["echo", "--retries", "1"], ["echo", "日本語", ""]],
-                         ids=["true", "space", "sh-c", "option-like", "unicode-and-empty"])
+@pytest.mark.parametrize(
+    "command",
+    [["true"], ["printf", "%s", "a b"], ["sh", "-c", "exit 0"], ["echo", "--retries", "1"], ["echo", "日本語", ""]],
+    ids=["true", "space", "sh-c", "option-like", "unicode-and-empty"],
+)
 def test_s7_2_cmd_is_the_argv_after_dashes(runner, command):
     record, result = one_record(runner, *command)
     cmd = key(record, "cmd", result)
-    expect.that(cmd == command, "S7.2", "cmd %s (the argv after --, as a list of strings)" % json.dumps(command),
-                "cmd %s" % json.dumps(cmd, ensure_ascii=False), result)
+    expect.that(
+        cmd == command,
+        "S7.2",
+        "cmd %s (the argv after --, as a list of strings)" % json.dumps(command),
+        "cmd %s" % json.dumps(cmd, ensure_ascii=False),
+        result,
+    )
 
 
 @clause("S7.2")
@@ -115,8 +140,13 @@ def test_s7_2_attempt_counts_from_1(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", "false")
     records = expect.records(result, 3)
     attempts = [r.get("attempt") for r in records]
-    expect.that(attempts == [1, 2, 3] and all(is_int(a) for a in attempts), "S7.2",
-                "attempt 1, 2, 3 (ints)", "attempt %s" % attempts, result)
+    expect.that(
+        attempts == [1, 2, 3] and all(is_int(a) for a in attempts),
+        "S7.2",
+        "attempt 1, 2, 3 (ints)",
+        "attempt %s" % attempts,
+        result,
+    )
 
 
 @clause("S7.2")
@@ -124,8 +154,13 @@ def test_s7_2_attempt_restarts_at_1_for_each_run(runner):
     expect.finished(runner.run("run", "--", "true"), "S7.2")
     result = runner.run("run", "--", "true")
     records = expect.records(result, 2)
-    expect.that([r.get("attempt") for r in records] == [1, 1], "S7.2", "attempt 1 for each new run",
-                "attempt %s" % [r.get("attempt") for r in records], result)
+    expect.that(
+        [r.get("attempt") for r in records] == [1, 1],
+        "S7.2",
+        "attempt 1 for each new run",
+        "attempt %s" % [r.get("attempt") for r in records],
+        result,
+    )
 
 
 @clause("S7.2")
@@ -133,16 +168,22 @@ def test_s7_2_attempt_restarts_at_1_for_each_run(runner):
 def test_s7_2_rc_is_the_int_exit_code(runner, code):
     record, result = one_record(runner, *exits(code))
     rc = key(record, "rc", result)
-    expect.that(is_int(rc) and rc == code, "S7.2", "rc %d, an int" % code,
-                "rc %r (%s)" % (rc, type(rc).__name__), result)
+    expect.that(
+        is_int(rc) and rc == code, "S7.2", "rc %d, an int" % code, "rc %r (%s)" % (rc, type(rc).__name__), result
+    )
 
 
 @clause("S7.2")
 def test_s7_2_rc_per_attempt_for_flaky(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     records = expect.records(result, 3)
-    expect.that([r.get("rc") for r in records] == [1, 1, 0], "S7.2", "rc 1, 1, 0",
-                "rc %s" % [r.get("rc") for r in records], result)
+    expect.that(
+        [r.get("rc") for r in records] == [1, 1, 0],
+        "S7.2",
+        "rc 1, 1, 0",
+        "rc %s" % [r.get("rc") for r in records],
+        result,
+    )
 
 
 @clause("S7.2")
@@ -150,8 +191,13 @@ def test_s7_2_rc_per_attempt_for_flaky(runner):
 def test_s7_2_duration_ms_is_an_int(runner, command):
     record, result = one_record(runner, *command)
     duration = key(record, "duration_ms", result)
-    expect.that(is_int(duration) and duration >= 0, "S7.2", "duration_ms a non-negative int (not float, not bool)",
-                "duration_ms %r (%s)" % (duration, type(duration).__name__), result)
+    expect.that(
+        is_int(duration) and duration >= 0,
+        "S7.2",
+        "duration_ms a non-negative int (not float, not bool)",
+        "duration_ms %r (%s)" % (duration, type(duration).__name__),
+        result,
+    )
 
 
 @clause("S7.2")
@@ -160,9 +206,13 @@ def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
     record, result = one_record(runner, "sleep", "1")
     duration = key(record, "duration_ms", result)
     high = 1000 + int(timing.OVERHEAD_S * 1000)
-    expect.that(is_int(duration) and 1000 - timing.EARLY_S * 1000 <= duration <= high, "S7.2",
-                "duration_ms about 1000 for `sleep 1` (milliseconds, as an int)",
-                "duration_ms %r" % (duration,), result)
+    expect.that(
+        is_int(duration) and 1000 - timing.EARLY_S * 1000 <= duration <= high,
+        "S7.2",
+        "duration_ms about 1000 for `sleep 1` (milliseconds, as an int)",
+        "duration_ms %r" % (duration,),
+        result,
+    )
 
 
 @clause("S7.3")
@@ -180,8 +230,13 @@ def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
     result = runner.run("run", "--timeout", "1", "--", "sleep", "30", expect_s=1)
     records = expect.records(result, 1, "S7.3")
     duration = records[0].get("duration_ms")
-    expect.that(is_int(duration) and 1000 - timing.EARLY_S * 1000 <= duration <= 1000 + timing.OVERHEAD_S * 1000,
-                "S7.3", "duration_ms about 1000 for an attempt killed at 1s", "duration_ms %r" % (duration,), result)
+    expect.that(
+        is_int(duration) and 1000 - timing.EARLY_S * 1000 <= duration <= 1000 + timing.OVERHEAD_S * 1000,
+        "S7.3",
+        "duration_ms about 1000 for an attempt killed at 1s",
+        "duration_ms %r" % (duration,),
+        result,
+    )
 
 
 @clause("S7.3")
@@ -189,7 +244,17 @@ def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
 def test_s7_3_every_timed_out_retry_is_recorded(runner):
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "sleep", "30", expect_s=2)
     records = expect.records(result, 2, "S7.3")
-    expect.that([r.get("rc") for r in records] == [124, 124], "S7.3", "rc 124, 124",
-                "rc %s" % [r.get("rc") for r in records], result)
-    expect.that([r.get("attempt") for r in records] == [1, 2], "S7.2", "attempt 1, 2",
-                "attempt %s" % [r.get("attempt") for r in records], result)
+    expect.that(
+        [r.get("rc") for r in records] == [124, 124],
+        "S7.3",
+        "rc 124, 124",
+        "rc %s" % [r.get("rc") for r in records],
+        result,
+    )
+    expect.that(
+        [r.get("attempt") for r in records] == [1, 2],
+        "S7.2",
+        "attempt 1, 2",
+        "attempt %s" % [r.get("attempt") for r in records],
+        result,
+    )

@@ -29,8 +29,13 @@ def test_s8_1_a_real_apply_still_runs_afterwards(runner):
     expect.finished(runner.run("apply", "--dry-run", "feature"), "S8.1")
     result = runner.run("apply", "feature")
     expect.exit_code(result, 0, "S8.1")
-    expect.that(result.applied() == ["feature"], "S8.1", "the real apply calls apply.sh (the dry run marked nothing)",
-                "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == ["feature"],
+        "S8.1",
+        "the real apply calls apply.sh (the dry run marked nothing)",
+        "applied.log: %s" % result.applied(),
+        result,
+    )
 
 
 @clause("S8.1")
@@ -39,8 +44,13 @@ def test_s8_1_while_the_lock_is_held(runner):
     runner.hold_lock()
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code_in(result, (0, 3), "S8.1")
-    expect.that(result.applied() == [] and result.markers() == [], "S8.1", "nothing called or marked",
-                "applied.log %s, markers %s" % (result.applied(), result.markers()), result)
+    expect.that(
+        result.applied() == [] and result.markers() == [],
+        "S8.1",
+        "nothing called or marked",
+        "applied.log %s, markers %s" % (result.applied(), result.markers()),
+        result,
+    )
 
 
 @clause("S8.2")
@@ -55,8 +65,13 @@ def test_s8_2_names_the_name_and_exits_0(runner, name):
 def test_s8_2_unapplied_name_is_not_called_applied(runner):
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code(result, 0, "S8.2")
-    expect.that("already applied" not in result.out, "S8.2", "a plan for an unapplied name",
-                "it says 'already applied' although there is no marker: %r" % result.out, result)
+    expect.that(
+        "already applied" not in result.out,
+        "S8.2",
+        "a plan for an unapplied name",
+        "it says 'already applied' although there is no marker: %r" % result.out,
+        result,
+    )
 
 
 @clause("S8.3")
@@ -73,5 +88,6 @@ def test_s8_3_after_a_real_apply(runner):
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code(result, 0, "S8.3")
     expect.stdout_has(result, "already applied", "S8.3")
-    expect.that(result.applied() == ["feature"], "S8.1", "no second apply.sh call",
-                "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == ["feature"], "S8.1", "no second apply.sh call", "applied.log: %s" % result.applied(), result
+    )

@@ -17,8 +17,11 @@ EXIT_143 = (143, -signal.SIGTERM)
 
 
 @clause("X1")
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT],
-                         ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT],
+    ids=lambda s: signal.Signals(s).name,
+)
 def test_x1_killed_by_signal_n_gives_128_plus_n(runner, signum):
     result = runner.run("run", "--", *py("import os; os.kill(os.getpid(), %d)" % signum))
     expect.exit_code(result, 128 + signum, "X1")
@@ -54,10 +57,16 @@ def test_x2_non_executable_gives_126(runner, kind):
 def test_x2_one_line_and_no_traceback(runner, command):
     result = runner.run("run", "--", *command)
     expect.finished(result, "X2")
-    expect.that("Traceback" not in result.err, "X2", "a one-line message, no traceback", "a traceback on stderr",
-                result)
-    expect.that(len(result.err.strip().splitlines()) == 1, "X2", "exactly one line on stderr",
-                "%d lines" % len(result.err.strip().splitlines()), result)
+    expect.that(
+        "Traceback" not in result.err, "X2", "a one-line message, no traceback", "a traceback on stderr", result
+    )
+    expect.that(
+        len(result.err.strip().splitlines()) == 1,
+        "X2",
+        "exactly one line on stderr",
+        "%d lines" % len(result.err.strip().splitlines()),
+        result,
+    )
 
 
 @clause("X3")
@@ -72,15 +81,22 @@ def test_x3_sigterm_during_backoff_ends_at_once(runner):
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "X3")
     waited = result.duration_s - (sent - invocation.started)
-    expect.that(waited <= 1.0 * timing.SCALE, "X3", "exit within a second of SIGTERM",
-                "exit %.2fs after SIGTERM" % waited, result)
-    expect.that(len(calls(counter)) == 1, "X3", "no attempt after SIGTERM", "%d attempts" % len(calls(counter)),
-                result)
+    expect.that(
+        waited <= 1.0 * timing.SCALE,
+        "X3",
+        "exit within a second of SIGTERM",
+        "exit %.2fs after SIGTERM" % waited,
+        result,
+    )
+    expect.that(len(calls(counter)) == 1, "X3", "no attempt after SIGTERM", "%d attempts" % len(calls(counter)), result)
 
 
 @clause("X4")
-@pytest.mark.parametrize("data", [bytes(range(256)), b"no trailing newline", b"\r\n\r\n", b"\x00\xff\xfe"],
-                         ids=["all-bytes", "no-newline", "crlf", "nul-and-invalid-utf8"])
+@pytest.mark.parametrize(
+    "data",
+    [bytes(range(256)), b"no trailing newline", b"\r\n\r\n", b"\x00\xff\xfe"],
+    ids=["all-bytes", "no-newline", "crlf", "nul-and-invalid-utf8"],
+)
 def test_x4_stdout_byte_for_byte(runner, data):
     result = runner.run("run", "--", *py("import sys; sys.stdout.buffer.write(%r)" % data))
     expect.exit_code(result, 0, "X4")
@@ -94,9 +110,13 @@ def test_x4_a_few_megabytes(runner):
     result = runner.run("run", "--", *py(code))
     expect.exit_code(result, 0, "X4")
     wanted = b"".join(bytes([i % 251]) * 1024 for i in range(size // 1024))
-    expect.that(result.stdout == wanted, "X4", "%d bytes exactly as printed" % size,
-                "%d bytes, %s" % (len(result.stdout), "different" if len(result.stdout) == size else "length differs"),
-                result)
+    expect.that(
+        result.stdout == wanted,
+        "X4",
+        "%d bytes exactly as printed" % size,
+        "%d bytes, %s" % (len(result.stdout), "different" if len(result.stdout) == size else "length differs"),
+        result,
+    )
 
 
 @clause("X5")
@@ -106,8 +126,11 @@ def test_x5_output_streams_while_the_command_runs(runner):
     command = sh('echo first; while [ ! -e "%s" ]; do sleep 0.05; done; echo second' % go)
     invocation = runner.start("run", "--", *command, expect_s=timing.APPEAR_S)
     try:
-        invocation.wait_until(lambda: b"first" in invocation.stdout_so_far(),
-                              "'first' on the runner's stdout while the command still runs", "X5")
+        invocation.wait_until(
+            lambda: b"first" in invocation.stdout_so_far(),
+            "'first' on the runner's stdout while the command still runs",
+            "X5",
+        )
     finally:
         go.touch()
     result = invocation.finish()
@@ -133,8 +156,13 @@ def test_x6_fractional_backoff(runner):
     expect.that(len(starts) == 3, "X6", "3 attempts", "%d attempts" % len(starts), result)
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     for gap, wanted in zip(gaps, (0.25, 0.5)):
-        expect.that(wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S, "X6",
-                    "waits of 0.25s then 0.5s", "gaps %s" % ["%.2f" % g for g in gaps], result)
+        expect.that(
+            wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S,
+            "X6",
+            "waits of 0.25s then 0.5s",
+            "gaps %s" % ["%.2f" % g for g in gaps],
+            result,
+        )
 
 
 @clause("X7")
@@ -154,8 +182,13 @@ def test_x8_dry_run_writes_nothing(runner, marked):
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code(result, 0, "X8")
     after = _tree(runner.lab.sub)
-    expect.that(before == after, "X8", "no file or folder created or changed",
-                "changed: %s" % sorted(set(before.items()) ^ set(after.items())), result)
+    expect.that(
+        before == after,
+        "X8",
+        "no file or folder created or changed",
+        "changed: %s" % sorted(set(before.items()) ^ set(after.items())),
+        result,
+    )
 
 
 @clause("X8")
@@ -197,8 +230,13 @@ def test_x10_apply_sh_does_not_inherit_the_lock(runner):
             if (seen.st_dev, seen.st_ino) == (lock.st_dev, lock.st_ino):
                 holders.append("pid %d fd %s" % (process.pid, fd))
     result = invocation.finish()
-    expect.that(not holders, "X10", "no descriptor of state/lock in apply.sh or its children",
-                "state/lock open in %s" % ", ".join(holders), result)
+    expect.that(
+        not holders,
+        "X10",
+        "no descriptor of state/lock in apply.sh or its children",
+        "state/lock open in %s" % ", ".join(holders),
+        result,
+    )
 
 
 @clause("X11")
@@ -211,10 +249,20 @@ def test_x11_a_name_leaving_state_is_refused(runner, name):
     expect.finished(result, "X11")
     expect.that(result.rc != 0, "X11", "a non-zero exit for NAME %r" % name, "exit code 0", result)
     after = _tree(runner.lab.sub)
-    expect.that(before == after and result.applied() == [], "X11", "nothing written, apply.sh not called",
-                "changed: %s" % sorted(set(before.items()) ^ set(after.items())), result)
-    expect.that(not Path(str(outside) + ".done").exists(), "X11", "no marker outside state/",
-                "%s.done was written" % outside, result)
+    expect.that(
+        before == after and result.applied() == [],
+        "X11",
+        "nothing written, apply.sh not called",
+        "changed: %s" % sorted(set(before.items()) ^ set(after.items())),
+        result,
+    )
+    expect.that(
+        not Path(str(outside) + ".done").exists(),
+        "X11",
+        "no marker outside state/",
+        "%s.done was written" % outside,
+        result,
+    )
 
 
 @clause("X12")
@@ -231,6 +279,7 @@ def test_x13_sigterm_while_apply_sh_runs(runner):
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "X13")
-    expect.that(result.markers() == [], "X13", "no marker after an interrupted apply",
-                "markers: %s" % result.markers(), result)
+    expect.that(
+        result.markers() == [], "X13", "no marker after an interrupted apply", "markers: %s" % result.markers(), result
+    )
     expect.no_survivors(result, "X13")

@@ -1,0 +1,118 @@
+"""pyops-conformance as a user meets it: usage errors, exit codes, reports, languages."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from conformance import cli
+from tests.grading import REFERENCE, grade
+
+# A runner that gets every exit code wrong the same way: it runs nothing and says it did.
+LIAR = "import sys\nsys.exit(0)\n"
+
+
+def liar(tmp_path):
+    path = tmp_path / "liar.py"
+    path.write_text(LIAR)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--runner", "/no/such/runner.py"], "runner file not found: /no/such/runner.py"),
+        (["--python", "/no/such/python"], "python interpreter not found"),
+        (["--profile", "everything"], "invalid choice"),
+        (["--clause", "S9.1"], "unknown clause"),
+        (["-n", "-1"], "0 or more workers"),
+        (["--json", "/no/such/folder/report.json"], "no folder for the report file"),
+        (["--frobnicate"], "unrecognized arguments"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(capsys, argv, message):
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_missing_runner_through_the_real_command():
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance", "--runner", "/no/such/runner.py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "pyops-conformance: error: runner file not found: /no/such/runner.py\n"
+
+
+def test_json_report_has_the_documented_shape(tmp_path):
+    graded = grade(tmp_path, REFERENCE, "--clause", "S1.3", "--clause", "S8")
+    assert graded.rc == 0, graded.explain()
+    report = graded.report
+    assert {"runner", "python", "profile", "isolation", "summary", "steps", "tests"} <= set(report)
+    assert report["profile"] == "core" and report["isolation"] in ("namespace", "shared")
+    assert set(report["summary"]) == {"passed", "failed", "errors", "skipped", "total"}
+    assert list(report["steps"]) == ["S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8"]
+    assert report["steps"]["S8"]["passed"] == report["steps"]["S8"]["total"] > 0
+    assert report["steps"]["S2"] == {"passed": 0, "total": 0}
+    for test in report["tests"]:
+        assert set(test) == {"id", "clause", "outcome", "message", "duration_s"}
+        assert test["clause"] == "S1.3" or test["clause"].startswith("S8.")
+        assert test["outcome"] == "passed" and isinstance(test["duration_s"], float)
+
+
+def test_failures_exit_1_and_name_their_clause(tmp_path):
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3")
+    assert graded.rc == 1, graded.explain()
+    failed = graded.failed()
+    assert failed and all(t["clause"] == "S1.3" for t in failed)
+    message = failed[0]["message"]
+    assert message.startswith("[S1.3] the runner exits with CMD's exit code")
+    for part in ("expected:", "actual:", "command:", "stdout:", "stderr:", "hint:"):
+        assert part in message
+    assert "S1   run a command" in graded.stdout and "FAIL" in graded.stdout
+
+
+def test_hints_in_japanese(tmp_path):
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--lang", "ja")
+    assert graded.rc == 1
+    message = graded.failed()[0]["message"]
+    assert "runner は CMD の終了コードで終了する" in message and "ヒント:" in message
+
+
+def test_gradescope_and_junit_files(tmp_path):
+    gradescope, junit = tmp_path / "gradescope.json", tmp_path / "junit.xml"
+    graded = grade(
+        tmp_path,
+        liar(tmp_path),
+        "--clause",
+        "S1.3",
+        "--clause",
+        "S8.2",
+        "--gradescope",
+        str(gradescope),
+        "--junit",
+        str(junit),
+    )
+    assert graded.rc == 1
+    data = json.loads(gradescope.read_text())
+    assert data["max_score"] == len(data["tests"]) == graded.report["summary"]["total"]
+    assert data["score"] == graded.report["summary"]["passed"]
+    assert {t["status"] for t in data["tests"]} <= {"passed", "failed"}
+    suite = ElementTree.parse(str(junit)).getroot()
+    assert int(suite.find("testsuite").get("failures")) == graded.report["summary"]["failed"]
+
+
+def test_no_check_selected_is_an_error(tmp_path):
+    graded = grade(tmp_path, REFERENCE, "-k", "no_check_has_this_name")
+    assert graded.rc == 2
+
+
+def test_the_header_says_which_isolation_ran(tmp_path):
+    graded = grade(tmp_path, REFERENCE, "--clause", "S1.3")
+    assert "isolation: %s" % graded.report["isolation"] in graded.stdout
