@@ -65,13 +65,14 @@ def test_hang_prints_then_its_child_sleep_holds_stdout():
 
 
 def wait_children(pid):
+    """hang.sh's children once its sleep runs (a fork shows as bash until it has exec'd sleep)."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         children = psutil.Process(pid).children()
-        if children:
+        if children and all(c.cmdline()[:1] == ["sleep"] for c in children):
             return children
         time.sleep(0.01)
-    raise AssertionError("hang.sh started no child")
+    raise AssertionError("hang.sh started no sleep")
 
 
 def test_apply_logs_every_call_and_succeeds(tmp_path):
