@@ -4,30 +4,20 @@ Loaded through the `pytest11` entry point, so the suite also runs as plain
 `pytest --pyargs conformance.tests --runner PATH`.
 """
 
-import os
 import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
 
 from conformance import expect, report
+from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
-from conformance.processes import Driver
+from conformance.processes import Driver, reap, session_id
 from conformance.restore import Snapshot
-from conformance.sandbox import (
-    LAB_PATHS,
-    NAMESPACE,
-    SHARED,
-    SUB_DIR,
-    Lab,
-    SharedLock,
-    clear_shared_lab,
-    probe_namespace,
-)
+from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, LabMaker, probe_namespace
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
@@ -115,13 +105,15 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
-    if hasattr(config, "workerinput") or config.pyops["isolation"] != SHARED:  # type: ignore[attr-defined]
+    if hasattr(config, "workerinput"):
         return
-    config.pyops_snapshot = Snapshot.take(LAB_PATHS)  # type: ignore[attr-defined]
+    session_id()  # set before any worker starts, so every worker's tokens share its prefix
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        # Turn these into KeyboardInterrupt so pytest unwinds: fixtures clean up, the report is
-        # written and the snapshot is restored, as on Ctrl-C.
+        # Turn these into KeyboardInterrupt so pytest unwinds as on Ctrl-C: fixtures clean up,
+        # the session's processes are reaped, the lab is put back and the partial report written.
         signal.signal(signum, _interrupt)
+    if config.pyops["isolation"] == SHARED:  # type: ignore[attr-defined]
+        config.pyops_snapshot = Snapshot.take(LAB_PATHS)  # type: ignore[attr-defined]
 
 
 def _interrupt(signum, frame):
@@ -176,41 +168,26 @@ def _expected_seconds(item: pytest.Item) -> float:
 @pytest.fixture
 def runner(request: pytest.FixtureRequest):
     """The runner under test, in a lab of this test's own."""
-    info = request.config.pyops  # type: ignore[attr-defined]
-    root = Path(tempfile.mkdtemp(prefix="pyops-lab-"))
-    lock = SharedLock() if info["isolation"] == SHARED else None
-    try:
-        if lock is not None:
-            lock.__enter__()
-            clear_shared_lab(keep=SUB_DIR / "runner.py" if info["runner"] == str(SUB_DIR / "runner.py") else root)
-        lab = Lab(root, info["isolation"], Path(info["runner"]), _plan(request.config))
-        driver = Driver(lab, info["python"])
+    config = request.config
+    info = config.pyops  # type: ignore[attr-defined]
+    maker, canary = _session_parts(config)
+    canary.probe(maker.lab, info["python"])
+    with maker.lab() as lab:
+        driver = Driver(lab, info["python"], gate=canary.gate)
         try:
             yield driver
         finally:
             driver.close()
-    finally:
-        if lock is not None:
-            lock.__exit__()
-            lock.close()
-        _remove(root)
 
 
-def _plan(config: pytest.Config):
-    if config.pyops["isolation"] != NAMESPACE:  # type: ignore[attr-defined]
-        return None
-    plan = getattr(config, "_pyops_plan", None)
-    if plan is None:
-        plan, _ = probe_namespace()
-        config._pyops_plan = plan  # type: ignore[attr-defined]
-    return plan
-
-
-def _remove(root: Path) -> None:
-    for folder, dirs, _files in os.walk(str(root)):
-        for name in dirs:  # a runner may have removed write bits from folders it made
-            os.chmod(os.path.join(folder, name), 0o755)
-    shutil.rmtree(str(root), ignore_errors=True)
+def _session_parts(config: pytest.Config):
+    """This process's LabMaker and Canary, made on first use."""
+    parts = getattr(config, "_pyops_parts", None)
+    if parts is None:
+        info = config.pyops  # type: ignore[attr-defined]
+        parts = (LabMaker(info["isolation"], Path(info["runner"])), Canary())
+        config._pyops_parts = parts  # type: ignore[attr-defined]
+    return parts
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -247,6 +224,8 @@ class Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
+        reap(session_id())
         snapshot = self.config.pyops_snapshot  # type: ignore[attr-defined]
         if snapshot is not None:
             snapshot.restore()

@@ -6,8 +6,11 @@ tagged by a unique token in its environment, so a survivor is found even after i
 or moved to a session of its own, and it is always killed before the test ends.
 """
 
+import ctypes
+import ctypes.util
 import fcntl
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -24,10 +27,16 @@ from conformance.result import Result
 from conformance.sandbox import SUB_DIR, Lab
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
+# Every token starts with the session's id, so one sweep at the end of a session (or after it was
+# interrupted) finds whatever any worker's runners left, whichever worker started them.
+SESSION_VAR = "PYOPS_CONFORMANCE_SESSION"
 RUNNER_PATH = str(SUB_DIR / "runner.py")
 # Read at most this much of each output stream: a runner printing 50 MB must not cost the harness
-# 50 MB of memory per test. A test that needs more reads the file itself.
+# 50 MB of memory per test; a Result notes that the rest was cut.
 OUTPUT_CAP = 4 * 1024 * 1024
+# No file a runner (or its command) writes may grow past this (RLIMIT_FSIZE): a flood of output
+# fills neither the disk nor the harness's memory.
+FILE_CAP = 64 * 1024 * 1024
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -43,14 +52,15 @@ class ProcessInfo:
 
 
 def tagged(token: str) -> List[psutil.Process]:
-    """Live processes that carry `token` in their environment (zombies are already dead)."""
+    """Live processes whose token is `token` or starts with `token.` (zombies are already dead)."""
     found = []
-    needle = "%s=%s" % (TOKEN_VAR, token)
+    exact = ("\0%s=%s\0" % (TOKEN_VAR, token)).encode()
+    prefix = ("\0%s=%s." % (TOKEN_VAR, token)).encode()
     for process in psutil.process_iter():
         try:
             with open("/proc/%d/environ" % process.pid, "rb") as handle:
-                environ = handle.read()
-            if needle.encode() not in environ.split(b"\0"):
+                environ = b"\0" + handle.read() + b"\0"
+            if exact not in environ and prefix not in environ:
                 continue
             if process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process)
@@ -117,6 +127,37 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
     return env
 
 
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _stand_between(lab_preexec: Optional[Callable[[], None]]) -> Callable[[], None]:
+    """What the runner's child process runs before exec: enter the lab, then fork once more.
+
+    The harness's own child stays behind as the runner's parent: it only waits and then ends
+    the way the runner ended (the same exit code, or the same signal). A runner that kills its
+    parent therefore kills this stand-in, never the harness.
+    """
+
+    def preexec() -> None:
+        if lab_preexec is not None:
+            lab_preexec()
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        cap = FILE_CAP if limit == resource.RLIM_INFINITY else min(FILE_CAP, limit)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+        pid = _libc.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
+        if pid != 0:
+            os.closerange(3, 65536)  # let the parent see the exec succeed (its pipe is ours too)
+            if pid < 0:
+                os._exit(125)
+            status = os.waitpid(pid, 0)[1]
+            if os.WIFSIGNALED(status):
+                signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+                os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125)
+
+    return preexec
+
+
 class Invocation:
     """A runner that is running: signal it, observe it, then `finish()` it into a Result."""
 
@@ -128,36 +169,38 @@ class Invocation:
         self.token = token
         self.deadline_s = expected_s + timing.HANG_MARGIN_S
         number = len(list(lab.work.glob("out-*.stdout")))
-        self._stdout = lab.work / ("out-%d.stdout" % number)
-        self._stderr = lab.work / ("out-%d.stderr" % number)
-        with open(str(self._stdout), "wb") as out, open(str(self._stderr), "wb") as err:
-            self.started = time.monotonic()
-            self.process = subprocess.Popen(
-                [python, RUNNER_PATH] + self.args,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=dict(env),
-                cwd=str(lab.sub) if lab.mode != "namespace" else None,
-                preexec_fn=lab.preexec(),
-                start_new_session=True,
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
+        # Kept open: the output stays readable even if a runner deletes the files.
+        self._stdout = open(str(lab.work / ("out-%d.stdout" % number)), "w+b")
+        self._stderr = open(str(lab.work / ("out-%d.stderr" % number)), "w+b")
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            [python, RUNNER_PATH] + self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            env=dict(env),
+            cwd=str(lab.sub) if lab.mode != "namespace" else None,
+            preexec_fn=_stand_between(lab.preexec()),
+            start_new_session=True,
+        )
+        # The stand-in has forked and the runner has exec'd by now (Popen waited for the exec).
+        children = psutil.Process(self.process.pid).children()
+        self.pid = children[0].pid if children else self.process.pid
 
     def running(self) -> bool:
         return self.process.poll() is None
 
     def send_signal(self, signum: int) -> float:
         """Signal the runner itself (not its group); return when, on the monotonic clock."""
-        self.process.send_signal(signum)
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass  # it has ended meanwhile: the test's checks will say what that means
         return time.monotonic()
 
     def descendants(self) -> List[psutil.Process]:
         """Processes the runner has started that are still alive (tagged, so reparented too)."""
-        return [p for p in tagged(self.token) if p.pid != self.process.pid]
+        return [p for p in tagged(self.token) if p.pid not in (self.process.pid, self.pid)]
 
     def wait_for_descendant(self, argv: Sequence[str], clause: str) -> psutil.Process:
         """Wait until a process whose argv starts with `argv` runs under the runner.
@@ -178,16 +221,31 @@ class Invocation:
         return self.wait_until(match, "`%s` running under the runner" % " ".join(wanted), clause)
 
     def wait_until(self, predicate: Callable[[], object], what: str, clause: str):
-        """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence."""
+        """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence.
+
+        Gives up early once the runner and everything it started have ended: nothing is left
+        that could still make it true.
+        """
+
+        def seen_or_over():
+            value = predicate()
+            if value or self.running() or self.descendants():
+                return value
+            value = predicate()  # one last look: it may have happened just before the end
+            return value if value else _Over()
+
         try:
-            return wait_for(predicate, what)
+            value = wait_for(seen_or_over, what)
         except HarnessTimeout:
-            ended = "it ended first" if not self.running() else "it did not appear"
-            result = self.finish()
-            expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), ended, result)
+            value = None
+        if value and not isinstance(value, _Over):
+            return value
+        ended = "the runner ended first" if not self.running() else "it did not happen"
+        result = self.finish()
+        expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), ended, result)
 
     def stdout_so_far(self) -> bytes:
-        return _read_capped(self._stdout)
+        return _read_capped(self._stdout)[0]
 
     def finish(self) -> Result:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
@@ -201,15 +259,27 @@ class Invocation:
         ended = time.monotonic()
         survivors = self._survivors()
         reap(self.token)
+        stdout, stdout_cut = _read_capped(self._stdout)
+        stderr, stderr_cut = _read_capped(self._stderr)
+        notes = [
+            "%s was cut at %d MiB" % (name, OUTPUT_CAP >> 20)
+            for name, cut in (("stdout", stdout_cut), ("stderr", stderr_cut))
+            if cut
+        ]
+        if rc == -signal.SIGKILL and not hung:
+            notes.append("the runner's parent process was killed (by the runner itself?)")
+        for handle in (self._stdout, self._stderr):
+            handle.close()
         return Result(
             args=self.args,
             rc=rc,
             hung_after_s=self.deadline_s if hung else None,
             duration_s=ended - self.started,
-            stdout=_read_capped(self._stdout),
-            stderr=_read_capped(self._stderr),
+            stdout=stdout,
+            stderr=stderr,
             survivors=survivors,
             lab=self.lab,
+            notes=notes,
         )
 
     def _kill_runner(self) -> None:
@@ -229,14 +299,27 @@ class Invocation:
             time.sleep(timing.POLL_S * 5)
 
 
-def _read_capped(path: Path) -> bytes:
-    with open(str(path), "rb") as handle:
-        data = handle.read(OUTPUT_CAP + 1)
-    return data
+class _Over:
+    """wait_until's marker for `nothing can change any more`: true, so the polling stops."""
+
+
+def _read_capped(handle) -> "tuple[bytes, bool]":
+    """The first OUTPUT_CAP bytes written to `handle`, and whether there was more."""
+    handle.flush()
+    handle.seek(0)
+    data = handle.read(OUTPUT_CAP + 1)
+    return data[:OUTPUT_CAP], len(data) > OUTPUT_CAP
+
+
+def session_id() -> str:
+    """This session's id: set by the controller, inherited by its workers."""
+    if SESSION_VAR not in os.environ:
+        os.environ[SESSION_VAR] = uuid.uuid4().hex[:12]
+    return os.environ[SESSION_VAR]
 
 
 def new_token() -> str:
-    return uuid.uuid4().hex
+    return "%s.%s" % (session_id(), uuid.uuid4().hex[:12])
 
 
 class Driver:
@@ -246,14 +329,17 @@ class Driver:
     `runner.start(...)` returns an Invocation to signal or observe while it runs.
     """
 
-    def __init__(self, lab: Lab, python: str) -> None:
+    def __init__(self, lab: Lab, python: str, gate: Optional[Callable[[Sequence[str]], None]] = None) -> None:
         self.lab = lab
         self.python = python
+        self._gate = gate  # may refuse a call known to hang (see blocking.py)
         self._tokens: List[str] = []
         self._helpers: List[subprocess.Popen] = []
 
     def start(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Invocation:
         """Start `runner.py ARGS...`; `expect_s` is how long the test expects it to need."""
+        if self._gate is not None:
+            self._gate(args)
         token = new_token()
         self._tokens.append(token)
         return Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)

@@ -12,6 +12,7 @@ its own version of those two folders. Two ways to give it one:
   them before the session is put back byte for byte afterwards (see restore.py).
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -22,7 +23,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 SUB_DIR = Path("/root/pyops/sub")
 STATE_DIR = SUB_DIR / "state"
@@ -198,6 +199,7 @@ def clear_shared_lab(keep: Path) -> None:
     for folder in LAB_PATHS:
         if not folder.exists():
             continue
+        os.chmod(str(folder), 0o755)  # a runner may have made it read-only
         for entry in folder.iterdir():
             if entry.resolve() == keep.resolve():
                 continue
@@ -258,3 +260,39 @@ class SharedLock:
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+class LabMaker:
+    """Makes the labs of one session: a private one per test, or the real paths one at a time."""
+
+    def __init__(self, mode: str, runner_source: Path) -> None:
+        self.mode = mode
+        self.runner_source = runner_source
+        self.plan: Optional[MountPlan] = None
+        if mode == NAMESPACE:
+            self.plan, why_not = probe_namespace()
+            if self.plan is None:
+                raise OSError("namespace isolation failed in this worker: %s" % why_not)
+
+    @contextlib.contextmanager
+    def lab(self) -> Iterator[Lab]:
+        root = Path(tempfile.mkdtemp(prefix="pyops-lab-"))
+        lock = SharedLock() if self.mode == SHARED else None
+        try:
+            if lock is not None:
+                lock.__enter__()
+                runner_in_place = self.runner_source == SUB_DIR / "runner.py"
+                clear_shared_lab(keep=SUB_DIR / "runner.py" if runner_in_place else root)
+            yield Lab(root, self.mode, self.runner_source, self.plan)
+        finally:
+            if lock is not None:
+                lock.__exit__()
+                lock.close()
+            remove_tree(root)
+
+
+def remove_tree(root: Path) -> None:
+    for folder, dirs, _files in os.walk(str(root)):
+        for name in dirs:  # a runner may have removed write bits from folders it made
+            os.chmod(os.path.join(folder, name), 0o755)
+    shutil.rmtree(str(root), ignore_errors=True)
