@@ -50,3 +50,11 @@ def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
         "pathlib.Path(%r).touch()\n"
         "time.sleep(60)\n" % (delay, str(on_term), str(ready))
     )
+
+
+def flaky_calls(work) -> int:
+    """How often flaky.sh has been called in a lab whose FLAKY_STATE lives in `work`."""
+    try:
+        return int((Path(work) / "flaky.state").read_text().strip() or 0)
+    except FileNotFoundError:
+        return 0

@@ -200,8 +200,10 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if isinstance(error, expect.ClauseFailure):
         test_report.longrepr = str(error)  # the teaching message, not a traceback
         test_report.user_properties.append(("message", str(error)))
-    else:
+    elif test_report.failed:
+        # Not a runner's fault the suite can name: a defect of the suite or of this machine.
         test_report.user_properties.append(("message", report.short_error(call.excinfo)))
+        test_report.user_properties.append(("harness_error", True))
 
 
 class Collector:

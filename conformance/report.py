@@ -38,8 +38,8 @@ class Outcomes:
     def add(self, test_report) -> None:
         props = dict(test_report.user_properties)
         outcome = test_report.outcome
-        if test_report.when != "call" and outcome == "failed":
-            outcome = "error"  # a setup or teardown that failed is the suite's problem
+        if outcome == "failed" and (test_report.when != "call" or props.get("harness_error")):
+            outcome = "error"  # the suite's own problem (setup, teardown, or not a clause failure)
         if test_report.when != "call" and outcome == "passed":
             outcome = None  # only the call phase says a test passed
         entry = self._tests.setdefault(

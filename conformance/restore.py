@@ -108,6 +108,7 @@ def _copy_back(copy: Path, folder: Path) -> None:
             _copy_back(entry, target)
         elif entry.is_symlink():
             os.symlink(os.readlink(str(entry)), str(target))
+            shutil.copystat(str(entry), str(target), follow_symlinks=False)
         else:
             shutil.copy2(str(entry), str(target))
     shutil.copystat(str(copy), str(folder))  # last, so filling the folder does not touch its times

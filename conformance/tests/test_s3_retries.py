@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 
 from conformance import expect, timing
-from conformance.commands import FLAKY, calls, counted, sh
+from conformance.commands import FLAKY, calls, counted, flaky_calls, sh
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -13,13 +13,6 @@ slow = pytest.mark.slow
 
 def counter(runner):
     return runner.lab.work / "calls"
-
-
-def flaky_calls(runner) -> int:
-    try:
-        return int((runner.lab.work / "flaky.state").read_text().strip())
-    except FileNotFoundError:
-        return 0
 
 
 @clause("S3.1")
@@ -41,7 +34,13 @@ def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
 def test_s3_1_flaky_succeeds_on_its_third_call(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.1")
-    expect.that(flaky_calls(runner) == 3, "S3.1", "flaky.sh called 3 times", "%d calls" % flaky_calls(runner), result)
+    expect.that(
+        flaky_calls(runner.lab.work) == 3,
+        "S3.1",
+        "flaky.sh called 3 times",
+        "%d calls" % flaky_calls(runner.lab.work),
+        result,
+    )
     expect.stdout_has(result, "succeeded", "S1.2")
 
 
@@ -193,7 +192,11 @@ def test_s3_4_flaky_stops_at_the_first_success(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.4")
     expect.that(
-        flaky_calls(runner) == 3, "S3.4", "flaky.sh called 3 times, not 4", "%d calls" % flaky_calls(runner), result
+        flaky_calls(runner.lab.work) == 3,
+        "S3.4",
+        "flaky.sh called 3 times, not 4",
+        "%d calls" % flaky_calls(runner.lab.work),
+        result,
     )
 
 
@@ -201,7 +204,13 @@ def test_s3_4_flaky_stops_at_the_first_success(runner):
 def test_s3_5_flaky_out_of_retries_exits_1(runner):
     result = runner.run("run", "--retries", "1", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 1, "S3.5")
-    expect.that(flaky_calls(runner) == 2, "S3.5", "flaky.sh called 2 times", "%d calls" % flaky_calls(runner), result)
+    expect.that(
+        flaky_calls(runner.lab.work) == 2,
+        "S3.5",
+        "flaky.sh called 2 times",
+        "%d calls" % flaky_calls(runner.lab.work),
+        result,
+    )
 
 
 @clause("S3.5")

@@ -1,0 +1,98 @@
+"""The shared isolation mode (no namespace, e.g. an unprivileged container) loses nothing.
+
+These tests play the learner's machine inside a private mount namespace of their own: the lab's
+real paths are bind mounts of folders made here, filled as a learner leaves them. The suite runs
+there with --isolation shared, on those "real" paths, and must put every byte back, also when it
+is interrupted.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conformance.processes import SESSION_VAR, tagged
+from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, probe_namespace
+from tests.tree import learner_folder, tree_state
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """A learner's machine: their lab folders, and a way to run the suite on it."""
+    plan, why = probe_namespace()
+    if plan is None:
+        pytest.skip("needs a mount namespace to stand in for the learner's machine: %s" % why)
+    sub = learner_folder(tmp_path / "sub")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for fixture in FIXTURES.glob("*.sh"):
+        shutil.copy2(str(fixture), str(bin_dir / fixture.name))
+    (tmp_path / "overlay").mkdir()
+    (tmp_path / "tmp").mkdir()
+    session = "shared-%s" % uuid.uuid4().hex[:8]
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp_path / "tmp"),  # the suite's lock file lives there: no clash with other tests
+        PYOPS_CONFORMANCE_BACKUP=str(tmp_path / "backup"),
+        **{SESSION_VAR: session},
+    )
+
+    def start(*options):
+        argv = [sys.executable, "-m", "conformance", "--isolation", "shared", "--json", str(tmp_path / "r.json")]
+        return subprocess.Popen(
+            argv + list(options),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: plan.enter(tmp_path, [(sub, SUB_DIR), (bin_dir, BIN_DIR)]),
+        )
+
+    before = (tree_state(sub), tree_state(bin_dir))
+    yield start, lambda: (tree_state(sub), tree_state(bin_dir)) == before, tmp_path, session
+    assert not tagged(session), "processes of the suite left running"
+
+
+def test_grading_in_place_puts_everything_back(machine):
+    start, unchanged, tmp_path, _ = machine
+    reference = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "runner", "runner.py"))
+    suite = start("--runner", reference, "--clause", "S4", "--clause", "S5.2", "--clause", "S7.1")
+    output = suite.communicate(timeout=300)[0].decode()
+    assert suite.returncode == 0, output
+    assert "isolation: shared" in output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["isolation"] == "shared" and report["summary"]["failed"] == 0
+    assert unchanged(), "the learner's folders differ after the session"
+
+
+def test_the_learners_own_runner_in_place_is_graded_and_kept(machine):
+    start, unchanged, _, _ = machine
+    # Their runner.py prints and exits 0: wrong, so failures; it must still be there afterwards.
+    suite = start("--runner", str(SUB_DIR / "runner.py"), "--clause", "S1.3")
+    output = suite.communicate(timeout=300)[0].decode()
+    assert suite.returncode == 1, output
+    assert unchanged()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_session_puts_everything_back_and_reports(machine, signum):
+    start, unchanged, tmp_path, session = machine
+    reference = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "runner", "runner.py"))
+    suite = start("--runner", reference, "--clause", "S3", "--clause", "S6")
+    # Interrupt mid-check: once a runner of this session is running.
+    deadline = time.monotonic() + 60
+    while not [p for p in tagged(session) if "runner.py" in " ".join(p.cmdline())]:
+        assert time.monotonic() < deadline and suite.poll() is None, "no check started"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    suite.send_signal(signum)
+    output = suite.communicate(timeout=60)[0].decode()
+    assert suite.returncode == 2, output
+    assert unchanged(), "the learner's folders differ after an interrupted session"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["isolation"] == "shared"
