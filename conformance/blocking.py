@@ -1,9 +1,10 @@
-"""Blocked checks: a runner that never finishes its most basic call fails fast, not slowly.
+"""Blocked checks: a runner that cannot make its most basic call fails fast, and says why.
 
 Before its first check, each worker makes the basic call of each action once, in a lab of its
-own (`run -- true`, `apply NAME`). If the runner does not finish it, every later check that would
-make that kind of call fails at once as *blocked by* the basic clause, instead of waiting out its
-own deadline: a runner that hangs on everything gets its verdict in seconds, not an hour.
+own (`run -- true`, `apply NAME`). If the runner does not finish it with exit code 0, every later
+check that would make that kind of call fails at once as *blocked by* the basic clause, showing
+that call's output, instead of failing the same way once per check: a runner that hangs on
+everything gets its verdict in seconds, not an hour, and the learner sees the one thing to fix.
 """
 
 from typing import Callable, ContextManager, Dict, Optional
@@ -21,15 +22,15 @@ BASIC_CALLS = {
 
 
 class Canary:
-    """The basic calls' outcomes in this worker: None while fine, else the Result that hung."""
+    """The basic calls' outcomes in this worker: None when fine, else the Result that failed."""
 
     def __init__(self) -> None:
-        self.hung: Dict[str, Optional[Result]] = {}
+        self.failed: Dict[str, Optional[Result]] = {}
 
     def probe(self, make_lab: Callable[[], ContextManager[Lab]], python: str) -> None:
         """Make each basic call once (the first time only)."""
         for action, (argv, _clause) in BASIC_CALLS.items():
-            if action in self.hung:
+            if action in self.failed:
                 continue
             with make_lab() as lab:
                 driver = Driver(lab, python)
@@ -37,20 +38,21 @@ class Canary:
                     result = driver.run(*argv)
                 finally:
                     driver.close()
-            self.hung[action] = result if result.rc is None else None
+            self.failed[action] = None if result.rc == 0 else result
 
     def gate(self, args) -> None:
-        """Fail the calling check at once if calls like `args` are known never to finish."""
+        """Fail the calling check at once if calls like `args` are known to fail."""
         __tracebackhide__ = True
         action = args[0] if args else ""
-        result = self.hung.get(action)
+        result = self.failed.get(action)
         if result is None:
             return
         argv, clause = BASIC_CALLS[action]
+        what = "never finished" if result.rc is None else "exited %s" % result.rc
         expect.fail(
             clause,
-            "`runner.py %s` finishes (within %.0fs)" % (" ".join(argv), timing.HANG_MARGIN_S),
-            "blocked by %s: the runner never finished that basic call, so this check (which makes a `%s` "
-            "call too) was not run; make the basic call finish first" % (clause, action),
+            "`runner.py %s` exits 0 (within %.0fs)" % (" ".join(argv), timing.HANG_MARGIN_S),
+            "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
+            "make the basic call work first" % (clause, what, action),
             result,
         )

@@ -81,9 +81,10 @@ def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:
 
 def reap(token: str) -> None:
     """Kill every process tagged with `token`, stopped ones included, and wait until gone."""
-    for _ in range(5):  # a process may fork while we kill; a few rounds catch its children
-        victims = tagged(token)
-        if not victims:
+    deadline = time.monotonic() + 5 * timing.SURVIVOR_GRACE_S
+    while True:
+        victims = tagged(token)  # again each round: a process may fork while we kill
+        if not victims or time.monotonic() >= deadline:
             return
         for victim in victims:
             for signum in (signal.SIGKILL, signal.SIGCONT):
@@ -91,7 +92,7 @@ def reap(token: str) -> None:
                     victim.send_signal(signum)
                 except psutil.Error:
                     pass
-        psutil.wait_procs(victims, timeout=timing.SURVIVOR_GRACE_S)
+        time.sleep(timing.POLL_S)
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):

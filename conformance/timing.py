@@ -25,8 +25,9 @@ OVERHEAD_S = 1.5 * SCALE
 REACTION_S = 1.0 * SCALE
 # How early a wait may end: clocks and sleeps round, but a runner must not cut a timeout short.
 EARLY_S = 0.05
-# How long killed processes may take to disappear before they count as survivors.
-SURVIVOR_GRACE_S = 1.0 * SCALE
+# How long killed processes may take to disappear before they count as survivors (a SIGKILL'd
+# process is gone within milliseconds; only a runner that did not kill it makes the suite wait).
+SURVIVOR_GRACE_S = 0.5 * SCALE
 # How long the harness waits for something it expects to see (a process, a file).
 APPEAR_S = 5.0 * SCALE
 # The harness's own deadline for a runner invocation beyond the time the test expects: after it,

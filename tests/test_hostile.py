@@ -82,7 +82,7 @@ def test_a_hanging_runner_is_reported_as_blocked(tmp_path):
     graded = grade(tmp_path, write_runner(tmp_path, "hangs-ignoring-sigterm"), workers=8)
     messages = [t["message"] for t in graded.failed()]
     blocked = [m for m in messages if "blocked by S1.3" in m or "blocked by S4.2" in m]
-    assert len(blocked) >= len(messages) // 2, graded.explain()
+    assert len(blocked) >= len(messages) - 16, graded.explain()  # all but the first calls of each worker
 
 
 def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch):
