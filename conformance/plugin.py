@@ -4,6 +4,7 @@ Loaded through the `pytest11` entry point, so the suite also runs as plain
 `pytest --pyargs conformance.tests --runner PATH`.
 """
 
+import os
 import shutil
 import signal
 import sys
@@ -15,7 +16,7 @@ import pytest
 from conformance import expect, report
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
-from conformance.processes import Driver, reap, session_id
+from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
 from conformance.restore import Snapshot
 from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, LabMaker, probe_namespace
 
@@ -57,8 +58,10 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything
         config.pyops = dict(workerinput["pyops"])  # type: ignore[attr-defined]
+        os.environ[SESSION_VAR] = config.pyops["session"]  # type: ignore[attr-defined]
         return
     config.pyops = _decide(config)  # type: ignore[attr-defined]
+    config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")
 
@@ -107,7 +110,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput"):
         return
-    session_id()  # set before any worker starts, so every worker's tokens share its prefix
     for signum in (signal.SIGTERM, signal.SIGHUP):
         # Turn these into KeyboardInterrupt so pytest unwinds as on Ctrl-C: fixtures clean up,
         # the session's processes are reaped, the lab is put back and the partial report written.

@@ -28,11 +28,9 @@ class Grading:
         return [t for t in (self.report or {}).get("tests", []) if t["outcome"] == "failed"]
 
     def explain(self) -> str:
-        """What to show when an assertion about this grading fails."""
+        """What to show when an assertion about this grading fails: the first failures in full."""
         summary = (self.report or {}).get("summary")
-        failures = "\n".join(
-            "  %s [%s]: %s" % (t["id"], t["clause"], t["message"].splitlines()[0]) for t in self.failed()[:10]
-        )
+        failures = "\n\n".join("%s [%s]:\n%s" % (t["id"], t["clause"], t["message"]) for t in self.failed()[:3])
         return "exit %d, summary %s\n%s\n--- stdout tail ---\n%s\n--- stderr tail ---\n%s" % (
             self.rc,
             summary,
