@@ -15,6 +15,8 @@ import pytest
 from conformance.processes import SESSION_VAR, tagged
 from tests.grading import REFERENCE, grade
 
+pytestmark = pytest.mark.hostile
+
 # Code run first, then the reference runner, so only the hostile act makes the runner wrong.
 THEN_REFERENCE = "THEN_REFERENCE"
 HOSTILE = {
