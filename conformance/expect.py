@@ -138,6 +138,12 @@ def stderr_has(result: Result, text: str, clause: str) -> None:
     that(text in result.err, clause, "%r on stderr" % text, "stderr %s" % _show(result.stderr), result)
 
 
+def count_is(result: Result, what: str, found: int, wanted: int, clause: str) -> None:
+    """A count the test observed (attempts, calls), as it must be."""
+    __tracebackhide__ = True
+    that(found == wanted, clause, "%s: %d" % (what, wanted), "%s: %d" % (what, found), result)
+
+
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)

@@ -20,27 +20,14 @@ def counter(runner):
 def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
     result = runner.run("run", "--retries", str(retries), "--backoff", "0", "--", *counted(counter(runner)))
     expect.finished(result, "S3.1")
-    made = len(calls(counter(runner)))
-    expect.that(
-        made == retries + 1,
-        "S3.1",
-        "%d attempts (1 + %d retries)" % (retries + 1, retries),
-        "%d attempts" % made,
-        result,
-    )
+    expect.count_is(result, "attempts (1 + retries)", len(calls(counter(runner))), retries + 1, "S3.1")
 
 
 @clause("S3.1")
 def test_s3_1_flaky_succeeds_on_its_third_call(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.1")
-    expect.that(
-        flaky_calls(runner.lab.work) == 3,
-        "S3.1",
-        "flaky.sh called 3 times",
-        "%d calls" % flaky_calls(runner.lab.work),
-        result,
-    )
+    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 3, "S3.1")
     expect.stdout_has(result, "succeeded", "S1.2")
 
 
@@ -48,8 +35,7 @@ def test_s3_1_flaky_succeeds_on_its_third_call(runner):
 def test_s3_1_retries_apply_to_any_nonzero_code(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", *counted(counter(runner), "exit 42"))
     expect.exit_code(result, 42, "S3.5")
-    made = len(calls(counter(runner)))
-    expect.that(made == 3, "S3.1", "3 attempts for exit code 42", "%d attempts" % made, result)
+    expect.count_is(result, "attempts", len(calls(counter(runner))), 3, "S3.1")
 
 
 @clause("S3.2")
@@ -151,8 +137,7 @@ def test_s3_3_a_timeout_is_retried(runner):
         expect_s=2,
     )
     expect.exit_code(result, 124, "S3.3")
-    made = len(calls(counter(runner)))
-    expect.that(made == 2, "S3.3", "2 attempts, both timed out", "%d attempts" % made, result)
+    expect.count_is(result, "attempts", len(calls(counter(runner))), 2, "S3.3")
 
 
 @clause("S3.3")
@@ -182,8 +167,7 @@ def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
 def test_s3_4_success_ends_the_run_at_once(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "5", "--", *counted(counter(runner), "exit 0"))
     expect.exit_code(result, 0, "S3.4")
-    made = len(calls(counter(runner)))
-    expect.that(made == 1, "S3.4", "1 attempt", "%d attempts" % made, result)
+    expect.count_is(result, "attempts", len(calls(counter(runner))), 1, "S3.4")
     expect.took_between(result, 0, timing.OVERHEAD_S, "S3.4", "no wait after a success")
 
 
@@ -191,26 +175,14 @@ def test_s3_4_success_ends_the_run_at_once(runner):
 def test_s3_4_flaky_stops_at_the_first_success(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.4")
-    expect.that(
-        flaky_calls(runner.lab.work) == 3,
-        "S3.4",
-        "flaky.sh called 3 times, not 4",
-        "%d calls" % flaky_calls(runner.lab.work),
-        result,
-    )
+    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 3, "S3.4")
 
 
 @clause("S3.5")
 def test_s3_5_flaky_out_of_retries_exits_1(runner):
     result = runner.run("run", "--retries", "1", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 1, "S3.5")
-    expect.that(
-        flaky_calls(runner.lab.work) == 2,
-        "S3.5",
-        "flaky.sh called 2 times",
-        "%d calls" % flaky_calls(runner.lab.work),
-        result,
-    )
+    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 2, "S3.5")
 
 
 @clause("S3.5")

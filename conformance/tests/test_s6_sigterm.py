@@ -142,8 +142,7 @@ def test_s6_3_retries_left_do_not_run(runner):
     )
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "S6.3")
-    made = len(calls(counter))
-    expect.that(made == 1, "S6.3", "no attempt after SIGTERM", "%d attempts" % made, result)
+    expect.count_is(result, "attempts (none after SIGTERM)", len(calls(counter)), 1, "S6.3")
 
 
 @clause("S6.4")
