@@ -99,7 +99,9 @@ def parse_args(argv):
     Hand-written rather than argparse: argparse costs more to import than the rest of the runner,
     and `run` must pass everything after `--` to the command untouched.
     """
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        raise UsageError("no action given (run or apply)")
+    if argv[0] in ("-h", "--help", "help"):
         return {"action": "help"}
     action, rest = argv[0], list(argv[1:])
     if action == "run":

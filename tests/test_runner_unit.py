@@ -118,6 +118,7 @@ class TestParseRun:
             (["run", "--retries", "-1", "--", "true"], "at least 0"),
             (["run", "--bogus", "--", "true"], "unknown option"),
             (["fly"], "unknown action"),
+            ([], "no action"),
         ],
     )
     def test_usage_errors(self, argv, message):
