@@ -1,0 +1,58 @@
+"""The zoo through the suite: every wrong runner must fail the checks of the clause it breaks.
+
+Each mutant is graded on its own clause only (`--clause`): that keeps the zoo fast, and shows
+that the clause's own checks catch the mistake, not some other clause's.
+"""
+
+import pytest
+
+from tests.grading import REPO, grade
+from tests.zoo.mutants import BASES, MUTANTS, build
+
+pytestmark = pytest.mark.zoo
+WORKERS = 3
+
+
+def grade_clauses(tmp_path, runner, clauses):
+    options = []
+    for clause in clauses:
+        options += ["--clause", clause]
+    # X clauses exist only in the extended profile; core clauses are in both.
+    if any(clause.startswith("X") for clause in clauses):
+        options += ["--profile", "extended"]
+    return grade(tmp_path, runner, *options, workers=WORKERS)
+
+
+def clauses_broken_on(base):
+    return sorted({mutant.breaks for mutant in MUTANTS if mutant.base == base})
+
+
+# First in the file because these take longest, so parallel workers start them early.
+@pytest.mark.parametrize("base", sorted(BASES))
+def test_base_passes_the_clauses_its_mutants_break(tmp_path, base):
+    # A mutant that fails a clause proves something only if its unmodified base passes it.
+    clauses = clauses_broken_on(base)
+    graded = grade_clauses(tmp_path, BASES[base], clauses)
+    assert graded.rc == 0, "base %s (%s) must pass %s\n%s" % (
+        base,
+        BASES[base].relative_to(REPO),
+        ", ".join(clauses),
+        graded.explain(),
+    )
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
+def test_mutant_fails_its_clause(tmp_path, mutant):
+    graded = grade_clauses(tmp_path, build(mutant, tmp_path), [mutant.breaks])
+    # A check "blocked by" a failing basic call (see conformance/blocking.py) never ran, so it
+    # would show that the mutant is broken everywhere, not that this clause's checks catch it.
+    caught = [
+        test for test in graded.failed() if test["clause"] == mutant.breaks and "blocked by" not in test["message"]
+    ]
+    assert graded.rc == 1 and caught, "mutant %s (base %s) should fail %s: %s\n%s" % (
+        mutant.name,
+        mutant.base,
+        mutant.breaks,
+        mutant.story,
+        graded.explain(),
+    )
