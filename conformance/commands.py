@@ -33,9 +33,16 @@ def counted(counter, then: str = "exit 1") -> List[str]:
 def calls(counter) -> List[float]:
     """Start times written by `counted`, one per call."""
     try:
-        return [float(line) for line in Path(counter).read_text().split()]
+        lines = Path(counter).read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return []
+    starts = []
+    for line in lines:
+        try:
+            starts.append(float(line))
+        except ValueError:
+            continue  # not written by `counted` as given (a runner ran it through a shell, say)
+    return starts
 
 
 def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:

@@ -37,6 +37,8 @@ OUTPUT_CAP = 4 * 1024 * 1024
 # No file a runner (or its command) writes may grow past this (RLIMIT_FSIZE): a flood of output
 # fills neither the disk nor the harness's memory.
 FILE_CAP = 64 * 1024 * 1024
+# A suite started in the background (`&`, nohup) inherits these ignored; the runner must not.
+RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM)
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -142,6 +144,8 @@ def _stand_between(lab_preexec: Optional[Callable[[], None]]) -> Callable[[], No
     def preexec() -> None:
         if lab_preexec is not None:
             lab_preexec()
+        for signum in RESET_SIGNALS:
+            signal.signal(signum, signal.SIG_DFL)
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
         cap = FILE_CAP if limit == resource.RLIM_INFINITY else min(FILE_CAP, limit)
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
@@ -258,7 +262,7 @@ class Invocation:
             hung = True
             self._kill_runner()
             rc = None
-        ended = time.monotonic()
+        ended, ended_at = time.monotonic(), time.time()
         survivors = self._survivors()
         reap(self.token)
         stdout, stdout_cut = _read_capped(self._stdout)
@@ -277,6 +281,7 @@ class Invocation:
             rc=rc,
             hung_after_s=self.deadline_s if hung else None,
             duration_s=ended - self.started,
+            ended_at=ended_at,
             stdout=stdout,
             stderr=stderr,
             survivors=survivors,

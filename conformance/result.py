@@ -63,6 +63,7 @@ class Result:
     rc: Optional[int]  # None: it did not finish and the harness killed it
     hung_after_s: Optional[float]
     duration_s: float
+    ended_at: float  # time.time() when the runner exited (or was killed), to compare with files
     stdout: bytes
     stderr: bytes
     survivors: Sequence["ProcessInfo"]

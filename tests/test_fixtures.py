@@ -90,6 +90,12 @@ def test_apply_fail_logs_the_call_and_exits_1(tmp_path):
     assert log.read_text() == "broken\n"
 
 
+def test_apply_fail_code_sets_the_failing_exit_code(tmp_path):
+    env = {"APPLY_LOG": str(tmp_path / "applied.log"), "APPLY_FAIL": "1", "APPLY_FAIL_CODE": "7"}
+    assert run([APPLY, "broken"], env).returncode == 7
+    assert run([APPLY, "fine"], {"APPLY_LOG": str(tmp_path / "applied.log"), "APPLY_FAIL_CODE": "7"}).returncode == 0
+
+
 def test_apply_without_a_name_is_a_usage_error(tmp_path):
     log = tmp_path / "applied.log"
     result = run([APPLY], {"APPLY_LOG": str(log)})

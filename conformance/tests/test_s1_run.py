@@ -11,7 +11,7 @@ ARGV_CASES = [
     # (argv, stdout the command prints when it gets exactly this argv)
     (["printf", "%s|", "a b", "c  d"], b"a b|c  d|"),
     (["printf", "%s\\n", "$HOME", "*", ";", "|", "&&", "$(id)", "`id`"], b"$HOME\n*\n;\n|\n&&\n$(id)\n`id`\n"),
-    (["printf", "[%s]", ""], b"[]"),
+    (["printf", "%s|", "", "x", ""], b"|x||"),
     (["printf", "%s", 'quote\'s "double" \\back'], b'quote\'s "double" \\back'),
     (["printf", "%s", "こんにちは"], "こんにちは".encode()),
     (["echo", "--retries", "3", "--timeout", "1"], b"--retries 3 --timeout 1\n"),

@@ -114,6 +114,12 @@ def test_s4_4_failure_exits_1(runner):
 
 
 @clause("S4.4")
+def test_s4_4_failure_exits_1_whatever_apply_sh_exited_with(runner):
+    result = runner.run("apply", "broken", env={"APPLY_FAIL": "1", "APPLY_FAIL_CODE": "7"})
+    expect.exit_code(result, 1, "S4.4")
+
+
+@clause("S4.4")
 def test_s4_4_failure_leaves_no_marker(runner):
     result = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
     expect.finished(result, "S4.4")

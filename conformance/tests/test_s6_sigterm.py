@@ -89,7 +89,7 @@ def test_s6_2_not_finished_before_the_command(runner):
     invocation, on_term = start_trapped(runner, 0.5)
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
-    ended = time.time()
+    ended = result.ended_at
     expect.finished(result, "S6.2")
     expect.that(on_term.exists(), "S6.2", "the command ended its TERM handler", "it did not", result)
     handler_done = float(on_term.read_text())

@@ -219,7 +219,10 @@ def test_x9_ts_has_a_utc_offset(runner):
 def test_x10_apply_sh_does_not_inherit_the_lock(runner):
     invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "2"}, expect_s=2)
     apply_sh = invocation.wait_for_descendant(["bash", APPLY], "S4.2")
-    lock = (runner.lab.state / "lock").stat()
+    lock_path = runner.lab.state / "lock"
+    if not lock_path.exists():
+        expect.fail("S5.1", "state/lock while apply.sh runs", "no state/lock", invocation.finish())
+    lock = lock_path.stat()
     holders = []
     for process in [apply_sh] + apply_sh.children(recursive=True):
         for fd in os.listdir("/proc/%d/fd" % process.pid):

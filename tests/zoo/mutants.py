@@ -209,6 +209,10 @@ MUTANTS = (
     _m("apply-failure-exits-0", "S4.4", LEARNER,
        "reports apply.sh's failure on stderr but exits 0, the error being 'handled'",
        ("file=sys.stderr)\n            return 1\n", "file=sys.stderr)\n            return 0\n")),
+    _m("apply-failure-passes-the-code", "S4.4", REFERENCE,
+       "exits with apply.sh's own exit code instead of the 1 the lab asks for",
+       ("was not marked as applied\" % (name, rc, name))\n            return EXIT_FAILED",
+        "was not marked as applied\" % (name, rc, name))\n            return rc")),
 
     # ---------------------------------------------------------------- S5: the lock
     _m("lock-next-to-runner", "S5.1", LEARNER,
