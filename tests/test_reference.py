@@ -4,7 +4,6 @@ pass the core profile: the suite never fails a correct runner for its style."""
 import pytest
 
 from conformance.plugin import reference_runner
-
 from tests.grading import GOOD, REFERENCE, grade
 
 
