@@ -47,6 +47,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--workers", type=int, default=None, help="suite workers (default: the suite's)")
+    parser.add_argument("--only", choices=("reference",) + WRONG, help="grade this runner only")
+    parser.add_argument("--condition", choices=("idle", "loaded", "both"), default="both")
     options = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="pyops-stability-"))
     runners = {"reference": REPO / "runner" / "runner.py"}
@@ -55,8 +57,11 @@ def main():
         folder = scratch / name
         folder.mkdir()
         runners[name] = build(by_name[name], folder)
+    if options.only:
+        runners = {options.only: runners[options.only]}
+    conditions = {"idle": ["idle"], "loaded": ["two cores loaded"], "both": ["idle", "two cores loaded"]}
     varied = False
-    for condition in ("idle", "two cores loaded"):
+    for condition in conditions[options.condition]:
         load = []
         if condition != "idle":
             load = [multiprocessing.Process(target=spin, daemon=True) for _ in range(2)]
@@ -77,7 +82,12 @@ def main():
                         "failing %d checks" % len(next(iter(seen))) if len(seen) == 1 and passed == 0 else "",
                     )
                 )
-                varied |= len(seen) != 1
+                if len(seen) != 1:
+                    varied = True
+                    always = set.intersection(*(set(failures) for failures in seen))
+                    for failures, times in seen.items():
+                        extra = sorted(set(failures) - always) or "nothing more"
+                        print("    %d run(s) also failed: %s" % (times, extra))
                 sys.stdout.flush()
         finally:
             for process in load:

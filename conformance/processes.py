@@ -189,9 +189,19 @@ class Invocation:
             preexec_fn=_stand_between(lab.preexec()),
             start_new_session=True,
         )
-        # The stand-in has forked and the runner has exec'd by now (Popen waited for the exec).
-        children = psutil.Process(self.process.pid).children()
-        self.pid = children[0].pid if children else self.process.pid
+        # The runner is the stand-in's only child; signals for "the runner" must reach it, never
+        # the stand-in (whose death would pass for the runner's).
+        self.pid = wait_for(self._runner_pid, "the runner under its stand-in parent").pid
+
+    def _runner_pid(self) -> object:
+        try:
+            children = psutil.Process(self.process.pid).children()
+        except psutil.NoSuchProcess:
+            children = []
+        if not children and self.process.poll() is not None:
+            # Both gone already (a runner that exits at once): nothing left to signal.
+            return _Gone(self.process.pid)
+        return children[0] if children else None
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -304,6 +314,13 @@ class Invocation:
             if not alive or time.monotonic() >= deadline:
                 return describe(alive)
             time.sleep(timing.POLL_S * 5)
+
+
+@dataclass(frozen=True)
+class _Gone:
+    """A runner that had exited before the harness looked: signals to it go nowhere."""
+
+    pid: int
 
 
 class _Over:
