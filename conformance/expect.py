@@ -185,5 +185,12 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[dict]:
     return [r.value for r in found]
 
 
+def values_are(result: Result, records_: List[dict], key: str, wanted: list, clause: str) -> None:
+    """The `key` of each record, in order, as it must be."""
+    __tracebackhide__ = True
+    found = [record.get(key) for record in records_]
+    that(found == wanted, clause, "%s %s" % (key, wanted), "%s %s" % (key, found), result)
+
+
 def valid_records(records_: Iterable[Record]) -> List[dict]:
     return [r.value for r in records_ if r.ok]

@@ -46,7 +46,7 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "1", "--", *counted(counter(runner)), expect_s=7)
     expect.exit_code(result, 1, "S3.2")
     starts = calls(counter(runner))
-    expect.that(len(starts) == 4, "S3.1", "4 attempts", "%d attempts" % len(starts), result)
+    expect.count_is(result, "attempts", len(starts), 4, "S3.1")
     gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
     for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
         expect.that(
@@ -110,7 +110,7 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     result = runner.run("run", "--retries", "1", "--backoff", "1", "--", *counted(counter(runner)), expect_s=1)
     expect.exit_code(result, 1, "S3.2")
     starts = calls(counter(runner))
-    expect.that(len(starts) == 2, "S3.1", "2 attempts", "%d attempts" % len(starts), result)
+    expect.count_is(result, "attempts", len(starts), 2, "S3.1")
     gap = starts[1] - starts[0]
     expect.that(
         1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S,

@@ -69,13 +69,7 @@ def test_s7_1_successive_runs_accumulate(runner):
         expect.finished(runner.run("run", "--", "true"), "S7.1")
     result = runner.run("run", "--", "false")
     records = expect.records(result, 4)
-    expect.that(
-        [r.get("rc") for r in records] == [0, 0, 0, 1],
-        "S7.1",
-        "rc 0, 0, 0, 1 in order",
-        "rc %s" % [r.get("rc") for r in records],
-        result,
-    )
+    expect.values_are(result, records, "rc", [0, 0, 0, 1], "S7.1")
 
 
 @clause("S7.1")
@@ -154,13 +148,7 @@ def test_s7_2_attempt_restarts_at_1_for_each_run(runner):
     expect.finished(runner.run("run", "--", "true"), "S7.2")
     result = runner.run("run", "--", "true")
     records = expect.records(result, 2)
-    expect.that(
-        [r.get("attempt") for r in records] == [1, 1],
-        "S7.2",
-        "attempt 1 for each new run",
-        "attempt %s" % [r.get("attempt") for r in records],
-        result,
-    )
+    expect.values_are(result, records, "attempt", [1, 1], "S7.2")
 
 
 @clause("S7.2")
@@ -177,13 +165,7 @@ def test_s7_2_rc_is_the_int_exit_code(runner, code):
 def test_s7_2_rc_per_attempt_for_flaky(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     records = expect.records(result, 3)
-    expect.that(
-        [r.get("rc") for r in records] == [1, 1, 0],
-        "S7.2",
-        "rc 1, 1, 0",
-        "rc %s" % [r.get("rc") for r in records],
-        result,
-    )
+    expect.values_are(result, records, "rc", [1, 1, 0], "S7.2")
 
 
 @clause("S7.2")
@@ -244,17 +226,5 @@ def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
 def test_s7_3_every_timed_out_retry_is_recorded(runner):
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "sleep", "30", expect_s=2)
     records = expect.records(result, 2, "S7.3")
-    expect.that(
-        [r.get("rc") for r in records] == [124, 124],
-        "S7.3",
-        "rc 124, 124",
-        "rc %s" % [r.get("rc") for r in records],
-        result,
-    )
-    expect.that(
-        [r.get("attempt") for r in records] == [1, 2],
-        "S7.2",
-        "attempt 1, 2",
-        "attempt %s" % [r.get("attempt") for r in records],
-        result,
-    )
+    expect.values_are(result, records, "rc", [124, 124], "S7.3")
+    expect.values_are(result, records, "attempt", [1, 2], "S7.2")

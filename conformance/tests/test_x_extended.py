@@ -153,7 +153,7 @@ def test_x6_fractional_backoff(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0.25", "--", *counted(counter), expect_s=1)
     expect.exit_code(result, 1, "X6")
     starts = calls(counter)
-    expect.that(len(starts) == 3, "X6", "3 attempts", "%d attempts" % len(starts), result)
+    expect.count_is(result, "attempts", len(starts), 3, "X6")
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     for gap, wanted in zip(gaps, (0.25, 0.5)):
         expect.that(
