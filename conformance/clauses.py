@@ -1,7 +1,7 @@
 """Every clause of the lab once: its step, profile, text and a hint, in English and Japanese.
 
 The IDs and texts follow the lab's clause-by-clause rendering (S1.1 ... S8.3 for the core profile,
-X1 ... X13 for the extended one). Tests name the clause they check; failure messages quote it.
+X1 ... X14 for the extended one). Tests name the clause they check; failure messages quote it.
 """
 
 from dataclasses import dataclass
@@ -356,6 +356,19 @@ _TABLE = [
         "apply.sh の実行中に SIGTERM: 143 で終了し、マーカーは作らない",
         "Forward SIGTERM to apply.sh as in `run`, and skip the marker when the run was interrupted.",
         "run と同じように SIGTERM を apply.sh に伝え、中断されたときはマーカーを作らないでください。",
+    ),
+    (
+        "X14",
+        "a NAME with spaces or non-ASCII letters (`with space`, `日本語`) is either applied correctly or refused "
+        "with a one-line message, a non-zero exit and nothing written",
+        "空白や ASCII 以外の文字を含む NAME(`with space`、`日本語`)は、正しく適用するか、1 行のメッセージと"
+        "0 以外の終了コードで拒否して何も書かない",
+        "Pass NAME to apply.sh as one argv element and build the marker path from it unchanged; or, if you "
+        "allow only some characters, check NAME first and refuse it with one line on stderr before "
+        "taking the lock or writing anything.",
+        "NAME は argv の 1 要素として apply.sh に渡し、マーカーのパスもそのまま作ってください。使える文字を"
+        "制限するなら、ロックを取ったり何かを書いたりする前に NAME を確かめ、標準エラー出力に 1 行書いて"
+        "拒否してください。",
     ),
 ]
 

@@ -127,7 +127,7 @@ def validate(options: argparse.Namespace) -> None:
 
     for clause in options.clause:
         if clause not in CLAUSES and clause not in STEPS:
-            raise UsageError("unknown clause %r (S1.1 ... S8.3, X1 ... X13, or a step S1 ... S8, X)" % clause)
+            raise UsageError("unknown clause %r (S1.1 ... S8.3, X1 ... X14, or a step S1 ... S8, X)" % clause)
     if options.workers is not None and options.workers < 0:
         raise UsageError("-n needs 0 or more workers")
     for path in (options.json, options.junit, options.gradescope):

@@ -5,10 +5,12 @@ tail of its output, the lab's files and any process it left behind.
 """
 
 import re
-from typing import Iterable, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
+from conformance import timing
 from conformance.clauses import CLAUSES
-from conformance.result import Record, Result, tail
+from conformance.records import FieldProblem, Record
+from conformance.result import Result, tail
 
 LANG = "en"  # set by the plugin from --lab-lang
 
@@ -112,13 +114,19 @@ def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
 
 def no_survivors(result: Result, clause: str) -> None:
     __tracebackhide__ = True
-    that(
-        not result.survivors,
-        clause,
-        "no process of the command left running",
-        "%d process(es) still running after the runner exited" % len(result.survivors),
-        result,
-    )
+    if not result.survivors:
+        return
+    actual = "%d process(es) still running after the runner exited" % len(result.survivors)
+    ignoring = [process for process in result.survivors if process.ignores_term]
+    if ignoring:
+        # The evidence says why: it got SIGTERM (or would have) and ignores it. Signalling the
+        # group is not enough; what is left of it must be killed once the command has ended.
+        actual += (
+            "; %s ignores SIGTERM, so once your command has exited, SIGKILL what is left of its "
+            "process group (os.killpg(pgid, signal.SIGKILL))"
+            % ", ".join("`%s` (pid %d)" % (" ".join(process.argv), process.pid) for process in ignoring)
+        )
+    fail(clause, "no process of the command left running", actual, result)
 
 
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
@@ -144,6 +152,24 @@ def count_is(result: Result, what: str, found: int, wanted: int, clause: str) ->
     that(found == wanted, clause, "%s: %d" % (what, wanted), "%s: %d" % (what, found), result)
 
 
+def killed_after(result: Result, command_started: float, seconds: float, clause: str) -> None:
+    """The runner ended `seconds` after its command started: not before, and at most REACTION_S later.
+
+    The lower bound counts from the runner's own start (its command cannot have started
+    earlier), the upper one from the command's start, so start-up never costs a tolerance.
+    """
+    __tracebackhide__ = True
+    finished(result, clause)
+    after = result.ended - command_started
+    that(
+        result.duration_s >= seconds - timing.EARLY_S and after <= seconds + timing.REACTION_S,
+        clause,
+        "the command killed %gs after it started (the runner done by %.2fs)" % (seconds, seconds + timing.REACTION_S),
+        "the runner ended %.2fs after its command started (%.2fs after the runner itself)" % (after, result.duration_s),
+        result,
+    )
+
+
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
@@ -166,31 +192,37 @@ def _show(data: bytes, limit: int = 120) -> str:
 # ---------------------------------------------------------------- runs.jsonl
 
 
-def records(result: Result, count: int, clause: str = "S7.1") -> List[dict]:
-    """Exactly `count` well-formed JSON object lines in runs.jsonl; returns their objects."""
+def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
+    """Exactly `count` lines in runs.jsonl, each one JSON object; read their keys with `field`."""
     __tracebackhide__ = True
     found = result.records()
-    broken = [r for r in found if not r.ok]
+    broken = [record for record in found if not record.ok]
     if broken:
+        first = broken[0]
         fail(
             clause,
             "every line of runs.jsonl one JSON object",
-            "%d bad line(s), first: %s (%s)" % (len(broken), _show(broken[0].line), broken[0].problem),
+            "%d bad line(s); line %d is %s: %s" % (len(broken), first.number, first.problem, first.shown()),
             result,
         )
     raw = result.runs_bytes()
     if raw and not raw.endswith(b"\n"):
         fail(clause, "every record ends with a newline", "the last line has no newline", result)
     that(len(found) == count, clause, "%d line(s) in runs.jsonl" % count, "%d line(s)" % len(found), result)
-    return [r.value for r in found]
+    return found
 
 
-def values_are(result: Result, records_: List[dict], key: str, wanted: list, clause: str) -> None:
+def field(result: Result, record: Record, key: str, clause: str = "S7.2") -> Any:
+    """The value of `key` in `record`, with the type S7.2 gives it; else fail quoting the line."""
+    __tracebackhide__ = True
+    try:
+        return record.field(key)
+    except FieldProblem as problem:
+        fail(clause, problem.expected, "%s, in line %d: %s" % (problem.actual, record.number, record.shown()), result)
+
+
+def values_are(result: Result, records_: List[Record], key: str, wanted: list, clause: str) -> None:
     """The `key` of each record, in order, as it must be."""
     __tracebackhide__ = True
-    found = [record.get(key) for record in records_]
+    found = [field(result, record, key) for record in records_]
     that(found == wanted, clause, "%s %s" % (key, wanted), "%s %s" % (key, found), result)
-
-
-def valid_records(records_: Iterable[Record]) -> List[dict]:
-    return [r.value for r in records_ if r.ok]

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import psutil
 
 from conformance import expect, timing
-from conformance.result import Result
+from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
@@ -40,17 +40,6 @@ FILE_CAP = 64 * 1024 * 1024
 # A suite started in the background (`&`, nohup) inherits these ignored; the runner must not.
 RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM)
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-@dataclass(frozen=True)
-class ProcessInfo:
-    """A process the runner started, as the harness saw it."""
-
-    pid: int
-    argv: Sequence[str]
-
-    def __str__(self) -> str:
-        return "pid %d: %s" % (self.pid, " ".join(self.argv) or "(no argv)")
 
 
 def tagged(token: str) -> List[psutil.Process]:
@@ -75,18 +64,73 @@ def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:
     infos = []
     for process in processes:
         try:
-            infos.append(ProcessInfo(process.pid, tuple(process.cmdline())))
+            infos.append(ProcessInfo(process.pid, tuple(process.cmdline()), _ignores(process.pid, signal.SIGTERM)))
         except psutil.Error:
             continue
     return infos
 
 
+def _ignores(pid: int, signum: int) -> bool:
+    """Is `signum` set to be ignored in process `pid` (its SigIgn mask in /proc)?"""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            for line in handle:
+                if line.startswith("SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def runs_as(process: psutil.Process, argv: Sequence[str]) -> bool:
+    """Is `process` running `argv`, however the runner spelled the program?
+
+    A runner may resolve `sleep` to `/usr/bin/sleep` (shutil.which) and start exactly the same
+    program, so the program is compared by name (argv[0]'s, or the executable's) and the
+    arguments exactly. A script started through its #! line shows its interpreter first
+    (`bash /opt/fixtures/pyops/bin/hang.sh`), so the script itself may stand second.
+    """
+    try:
+        actual = list(process.cmdline())
+    except psutil.Error:
+        return False
+    wanted = os.path.basename(argv[0]) if argv else None
+    for shown in (actual, actual[1:]):
+        if len(shown) < len(argv) or not argv or shown[1 : len(argv)] != list(argv[1:]):
+            continue
+        if os.path.basename(shown[0]) == wanted:
+            return True
+    if actual[1 : len(argv)] == list(argv[1:]) and len(actual) >= len(argv) and argv:
+        try:
+            return os.path.basename(process.exe()) == wanted
+        except psutil.Error:
+            return False
+    return False
+
+
+def all_asleep(pid: int) -> bool:
+    """Is every thread of process `pid` blocked (sleeping in the kernel), none running or runnable?"""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return True  # gone: nothing of it can still be starting anything
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # a thread that ended meanwhile
+        if state not in (b"S", b"D"):
+            return False
+    return True
+
+
 def reap(token: str) -> None:
     """Kill every process tagged with `token`, stopped ones included, and wait until gone."""
-    deadline = time.monotonic() + 5 * timing.SURVIVOR_GRACE_S
+    deadline = timing.now() + 5 * timing.SURVIVOR_GRACE_S
     while True:
         victims = tagged(token)  # again each round: a process may fork while we kill
-        if not victims or time.monotonic() >= deadline:
+        if not victims or timing.now() >= deadline:
             return
         for victim in victims:
             for signum in (signal.SIGKILL, signal.SIGCONT):
@@ -99,12 +143,12 @@ def reap(token: str) -> None:
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):
     """Poll `predicate` until it returns something true; raise HarnessTimeout after `timeout`."""
-    deadline = time.monotonic() + timeout
+    deadline = timing.now() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() >= deadline:
+        if timing.now() >= deadline:
             raise HarnessTimeout("waited %.1fs for %s" % (timeout, what))
         time.sleep(timing.POLL_S)
 
@@ -178,7 +222,7 @@ class Invocation:
         # Kept open: the output stays readable even if a runner deletes the files.
         self._stdout = open(str(lab.work / ("out-%d.stdout" % number)), "w+b")
         self._stderr = open(str(lab.work / ("out-%d.stderr" % number)), "w+b")
-        self.started = time.monotonic()
+        self.started = timing.now()
         self.process = subprocess.Popen(
             [python, RUNNER_PATH] + self.args,
             stdin=subprocess.DEVNULL,
@@ -207,34 +251,61 @@ class Invocation:
         return self.process.poll() is None
 
     def send_signal(self, signum: int) -> float:
-        """Signal the runner itself (not its group); return when, on the monotonic clock."""
+        """Signal the runner itself (not its group) once it waits; return when, on timing.now()'s clock.
+
+        Never while the runner is still starting its command: a runner that keeps the command in
+        a variable assigned after Popen returns cannot forward a signal that arrives before, and
+        the lab does not ask it to. So the signal goes once every thread of the runner has been
+        asleep for SETTLE_S (blocked in wait(), select() or sleep()), which it is only when it
+        has nothing left to do but wait. A runner that never sleeps (a busy loop) is signalled
+        after APPEAR_S all the same.
+        """
+        self.wait_settled()
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:
             pass  # it has ended meanwhile: the test's checks will say what that means
-        return time.monotonic()
+        return timing.now()
+
+    def wait_settled(self) -> None:
+        """Return once every thread of the runner has been asleep for SETTLE_S (or after APPEAR_S)."""
+        give_up = timing.now() + timing.APPEAR_S
+        asleep_since = None
+        while timing.now() < give_up:
+            if not all_asleep(self.pid):
+                asleep_since = None
+            elif asleep_since is None:
+                asleep_since = timing.now()
+            elif timing.now() - asleep_since >= timing.SETTLE_S:
+                return
+            time.sleep(timing.POLL_S)
 
     def descendants(self) -> List[psutil.Process]:
         """Processes the runner has started that are still alive (tagged, so reparented too)."""
         return [p for p in tagged(self.token) if p.pid not in (self.process.pid, self.pid)]
 
     def wait_for_descendant(self, argv: Sequence[str], clause: str) -> psutil.Process:
-        """Wait until a process whose argv starts with `argv` runs under the runner.
+        """Wait until a process running `argv` (see runs_as) runs under the runner.
 
         If none appears, the runner never started the command: a failure of `clause`.
         """
-        wanted = list(argv)
 
         def match():
-            for process in self.descendants():
-                try:
-                    if process.cmdline()[: len(wanted)] == wanted:
-                        return process
-                except psutil.Error:
-                    continue
-            return None
+            return next((process for process in self.descendants() if runs_as(process, argv)), None)
 
-        return self.wait_until(match, "`%s` running under the runner" % " ".join(wanted), clause)
+        return self.wait_until(match, "`%s` running under the runner" % " ".join(argv), clause)
+
+    def command_started(self, argv: Sequence[str], clause: str) -> float:
+        """When the runner's process running `argv` started, on timing.now()'s clock.
+
+        Timing bounds count from here, not from the runner's own start: an interpreter that
+        takes a second to start on a loaded machine costs a correct runner nothing.
+        """
+        process = self.wait_for_descendant(argv, clause)
+        try:
+            return timing.started_at(process.pid)
+        except (OSError, IndexError, ValueError):
+            return self.started  # gone already: the runner's start is the earliest it can have been
 
     def wait_until(self, predicate: Callable[[], object], what: str, clause: str):
         """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence.
@@ -267,12 +338,12 @@ class Invocation:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
         hung = False
         try:
-            rc: Optional[int] = self.process.wait(max(0.0, self.started + self.deadline_s - time.monotonic()))
+            rc: Optional[int] = self.process.wait(max(0.0, self.started + self.deadline_s - timing.now()))
         except subprocess.TimeoutExpired:
             hung = True
             self._kill_runner()
             rc = None
-        ended, ended_at = time.monotonic(), time.time()
+        ended, ended_at = timing.now(), time.time()
         survivors = self._survivors()
         reap(self.token)
         stdout, stdout_cut = _read_capped(self._stdout)
@@ -292,6 +363,7 @@ class Invocation:
             hung_after_s=self.deadline_s if hung else None,
             duration_s=ended - self.started,
             ended_at=ended_at,
+            ended=ended,
             stdout=stdout,
             stderr=stderr,
             survivors=survivors,
@@ -308,10 +380,10 @@ class Invocation:
 
     def _survivors(self) -> List[ProcessInfo]:
         """Processes still alive once the runner has ended and had a moment to be cleaned up."""
-        deadline = time.monotonic() + timing.SURVIVOR_GRACE_S
+        deadline = timing.now() + timing.SURVIVOR_GRACE_S
         while True:
             alive = tagged(self.token)
-            if not alive or time.monotonic() >= deadline:
+            if not alive or timing.now() >= deadline:
                 return describe(alive)
             time.sleep(timing.POLL_S * 5)
 

@@ -1,11 +1,11 @@
 """What one runner invocation produced, and what it left in the lab."""
 
-import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
-if TYPE_CHECKING:  # only for annotations: processes imports this module
-    from conformance.processes import ProcessInfo
+from conformance import records as runs_jsonl
+
+if TYPE_CHECKING:  # only for annotations
     from conformance.sandbox import Lab
 
 # How much of each stream and file a failure message shows.
@@ -13,35 +13,17 @@ TAIL_LINES = 12
 TAIL_CHARS = 2000
 
 
-@dataclass
-class Record:
-    """One line of runs.jsonl: the parsed object, or why it could not be parsed."""
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process the runner started, as the harness saw it (a survivor, say)."""
 
-    line: bytes
-    value: Any = None
-    problem: Optional[str] = None
+    pid: int
+    argv: Sequence[str]
+    ignores_term: bool = False  # SIGTERM set to be ignored: it got the signal and lived on
 
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-
-def read_records(data: bytes) -> List[Record]:
-    records = []
-    for line in data.splitlines():
-        if not line.strip():
-            records.append(Record(line, problem="blank line"))
-            continue
-        try:
-            value = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            records.append(Record(line, problem="not UTF-8"))
-        except ValueError as error:
-            records.append(Record(line, problem="not JSON (%s)" % error))
-        else:
-            problem = None if isinstance(value, dict) else "a JSON %s, not an object" % type(value).__name__
-            records.append(Record(line, value, problem))
-    return records
+    def __str__(self) -> str:
+        shown = "pid %d: %s" % (self.pid, " ".join(self.argv) or "(no argv)")
+        return shown + (" (ignores SIGTERM)" if self.ignores_term else "")
 
 
 def tail(data: bytes, lines: int = TAIL_LINES) -> str:
@@ -64,9 +46,10 @@ class Result:
     hung_after_s: Optional[float]
     duration_s: float
     ended_at: float  # time.time() when the runner exited (or was killed), to compare with files
+    ended: float  # the same moment on timing.now()'s clock, to compare with process start times
     stdout: bytes
     stderr: bytes
-    survivors: Sequence["ProcessInfo"]
+    survivors: Sequence[ProcessInfo]
     lab: "Lab"
     notes: List[str] = field(default_factory=list)
 
@@ -88,8 +71,8 @@ class Result:
         except OSError:
             return b""
 
-    def records(self) -> List[Record]:
-        return read_records(self.runs_bytes())
+    def records(self) -> List[runs_jsonl.Record]:
+        return runs_jsonl.parse(self.runs_bytes())
 
     def applied(self) -> List[str]:
         """Lines of applied.log: one per call of apply.sh."""

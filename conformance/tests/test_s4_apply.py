@@ -5,7 +5,9 @@ import pytest
 from conformance import expect
 
 clause = pytest.mark.clause
-NAMES = ["db-migration", "v1.2.3", "with space", "日本語", "x"]
+# Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
+# a reasonable tool (settled reading; names with spaces or other letters are X14's).
+NAMES = ["db-migration", "v1.2.3", "x", "feature_2"]
 
 
 @clause("S4.1")
@@ -77,7 +79,7 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
 
 
 @clause("S4.3")
-@pytest.mark.parametrize("name", NAMES[:3])
+@pytest.mark.parametrize("name", NAMES)
 def test_s4_3_marker_created_after_success(runner, name):
     result = runner.run("apply", name)
     expect.exit_code(result, 0, "S4.3")

@@ -1,0 +1,209 @@
+"""The one reader of runs.jsonl: bytes in, one Record per line out, never an exception.
+
+A learner's file may hold anything (a missing key, a float, a line of a million brackets, bytes
+that are not UTF-8). Each line becomes a Record that is either one JSON object or says why not,
+and each field is read through `Record.field`, which returns the value with the type S7.2 names
+or raises FieldProblem saying what is wrong. Checks turn both into clause failures that quote the
+line, so a malformed file is the runner's failure, never an error of the suite.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Dict, List, Optional
+
+# A record is a few hundred bytes; a longer line is refused unread (parsing a megabyte of digits
+# or brackets costs seconds and recursion, and proves nothing more).
+MAX_LINE = 64 * 1024
+# No exit code, attempt or duration needs more digits; Python would parse a 4000-digit number
+# slowly or not at all (3.11+ limits int() to 4300 digits), so longer ones are refused first.
+MAX_DIGITS = 30
+KEYS = ("ts", "cmd", "attempt", "rc", "duration_ms")
+
+
+class FieldProblem(Exception):
+    """A key of a record is missing or has the wrong type: `expected` and `actual`, for a message."""
+
+    def __init__(self, expected: str, actual: str) -> None:
+        super().__init__("%s; %s" % (expected, actual))
+        self.expected = expected
+        self.actual = actual
+
+
+def is_int(value: Any) -> bool:
+    """An int as JSON means it: not a bool (True is an int in Python), not a float."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_ts(text: str) -> datetime:
+    """ISO 8601 as datetime.fromisoformat reads it, a trailing Z allowed (3.8-3.10 lack it)."""
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+
+
+def _ts(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise FieldProblem("ts an ISO 8601 string", "ts %s" % _typed(value))
+    try:
+        return parse_ts(value)
+    except ValueError:
+        raise FieldProblem("ts in ISO 8601 (datetime.fromisoformat parses it)", "ts %s" % _typed(value)) from None
+
+
+def _cmd(value: Any) -> List[str]:
+    if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
+        raise FieldProblem("cmd a list of strings", "cmd %s" % _typed(value))
+    return value
+
+
+def _counting(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if not is_int(value) or value < minimum:
+            raise FieldProblem("an int of at least %d" % minimum, _typed(value))
+        return value
+
+    return check
+
+
+def _int(value: Any) -> int:
+    if not is_int(value):
+        raise FieldProblem("an int", _typed(value))
+    return value
+
+
+_FIELDS: Dict[str, Callable[[Any], Any]] = {
+    "ts": _ts,
+    "cmd": _cmd,
+    "attempt": _counting(1),
+    "rc": _int,
+    "duration_ms": _counting(0),
+}
+
+
+def _typed(value: Any) -> str:
+    shown = json.dumps(value, ensure_ascii=False) if value is not None else "null"
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return "%s (%s)" % (shown, _json_type(value))
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if is_int(value):
+        return "an int"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One line of runs.jsonl (numbered from 1): its object, or the problem that keeps it from being one."""
+
+    number: int
+    line: bytes
+    value: Optional[Dict[str, Any]] = None
+    problem: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def field(self, key: str) -> Any:
+        """The value of `key` with the type S7.2 gives it; FieldProblem if missing or mistyped."""
+        if self.value is None:
+            raise FieldProblem("a JSON object", self.problem or "no object")
+        if key not in self.value:
+            raise FieldProblem("the key %r" % key, "keys: %s" % (", ".join(sorted(self.value)) or "(none)"))
+        value = self.value[key]
+        check = _FIELDS.get(key)
+        if check is None:
+            return value
+        try:
+            return check(value)
+        except FieldProblem as problem:
+            if problem.expected.startswith("an int"):  # name the key: "rc an int", not just "an int"
+                raise FieldProblem("%s %s" % (key, problem.expected), "%s %s" % (key, problem.actual)) from None
+            raise
+
+    def shown(self, limit: int = 160) -> str:
+        """The line as it is in the file, cut to `limit` characters, for a failure message."""
+        text = self.line.decode("utf-8", "backslashreplace")
+        return text if len(text) <= limit else "%s... (%d bytes in all)" % (text[:limit], len(self.line))
+
+
+def parse(data: bytes) -> List[Record]:
+    """Every line of `data` as a Record. Never raises: whatever the bytes, the problem is data."""
+    return [parse_line(number, line) for number, line in enumerate(data.splitlines(), start=1)]
+
+
+def parse_line(number: int, line: bytes) -> Record:
+    problem = _line_problem(line)
+    if problem:
+        return Record(number, line, problem=problem)
+    try:
+        value = json.loads(
+            line.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except UnicodeDecodeError:
+        return Record(number, line, problem="not UTF-8")
+    except _Refused as refused:
+        return Record(number, line, problem=str(refused))
+    except RecursionError:
+        return Record(number, line, problem="nested too deeply to be a record")
+    except ValueError as error:
+        return Record(number, line, problem="not JSON (%s)" % error)
+    if not isinstance(value, dict):
+        return Record(number, line, problem="%s, not a JSON object" % _json_type(value))
+    return Record(number, line, value=value)
+
+
+def _line_problem(line: bytes) -> Optional[str]:
+    if not line.strip():
+        return "a blank line"
+    if line.startswith(b"\xef\xbb\xbf"):
+        return "starts with a byte order mark (write plain UTF-8)"
+    if len(line) > MAX_LINE:
+        return "a line of %d bytes, longer than any record could be" % len(line)
+    return None
+
+
+class _Refused(ValueError):
+    """Valid to Python's json module, but not JSON a record may hold."""
+
+
+def _no_duplicates(pairs: List[Any]) -> Dict[str, Any]:
+    seen: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Refused("the key %r appears twice" % key)
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused("%s is not JSON (json.dumps(..., allow_nan=False) refuses it)" % name)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _Refused("a number of %d digits" % len(text.lstrip("-")))
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused("the number %s is out of range" % text[:40])
+    return value
