@@ -1,11 +1,13 @@
 """Stable verdicts: the same runner graded again and again gets the same verdict, idle or loaded.
 
-    python bench/stability.py [--runs 20] [--workers N]
+    python bench/stability.py [--runs 20] [--s6-runs 20] [--condition idle|loaded|both] [--wrong]
 
-Grades the reference and three wrong runners from the zoo with the core profile, --runs times
-each, first on an idle machine and then while two CPU-bound processes load both cores. Prints,
-per runner and condition, how many runs passed and how many distinct sets of failed checks were
-seen (1 means every run failed exactly the same checks). Exits 1 if any verdict varied.
+Grades the reference and every correct runner in tests/good (with --wrong, also three wrong
+runners of the zoo) with `pyops-conformance --repeat`: the whole core profile --runs times, then
+the SIGTERM step alone (`--clause S6`, where start-up windows once made verdicts vary) --s6-runs
+times; first on an idle machine, then while two CPU-bound processes load both cores. Prints, per
+runner, condition and selection, how many distinct verdicts (sets of failed checks) the rounds
+gave: the goal is 1 everywhere. Exits 1 if any verdict varied.
 """
 
 import argparse
@@ -14,7 +16,7 @@ import multiprocessing
 import subprocess
 import sys
 import tempfile
-from collections import Counter
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,6 +25,7 @@ sys.path.insert(0, str(REPO))
 from tests.zoo.mutants import MUTANTS, build  # noqa: E402
 
 WRONG = ("kills-only-the-child", "marker-before-apply-sh", "sigterm-not-forwarded")
+SELECTIONS = {"core": [], "S6": ["--clause", "S6"]}
 
 
 def spin():
@@ -30,69 +33,71 @@ def spin():
         pass
 
 
-def failed_set(runner, workers):
-    with tempfile.TemporaryDirectory() as scratch:
-        report = Path(scratch) / "r.json"
-        argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)]
-        if workers is not None:
-            argv += ["-n", str(workers)]
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
-        data = json.loads(report.read_text())
-    if data["summary"]["errors"]:
-        return ("harness errors",)
-    return tuple(sorted(t["id"] for t in data["tests"] if t["outcome"] != "passed"))
+def runners(scratch: Path, wrong: bool):
+    found = {"reference": REPO / "runner" / "runner.py"}
+    found.update((path.stem, path) for path in sorted((REPO / "tests" / "good").glob("*_runner.py")))
+    if wrong:
+        by_name = {mutant.name: mutant for mutant in MUTANTS}
+        for name in WRONG:
+            folder = scratch / name
+            folder.mkdir()
+            found[name] = build(by_name[name], folder)
+    return found
+
+
+def repeated(runner: Path, rounds: int, selection, scratch: Path):
+    """Grade `runner` `rounds` times; return (distinct verdicts, failures of the last round, varied checks)."""
+    report = scratch / "report.json"
+    argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)]
+    subprocess.run(
+        argv + ["--repeat", str(rounds)] + selection, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200
+    )
+    data = json.loads(report.read_text())
+    varied = data["repeat"]["varied"] if rounds > 1 else []
+    # A round's verdict is the steady failures plus its own outcomes of the checks that varied.
+    verdicts = {tuple(entry["outcomes"][number] for entry in varied) for number in range(rounds)}
+    failed = sum(test["outcome"] != "passed" for test in data["tests"])
+    return len(verdicts), failed, varied
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=None, help="suite workers (default: the suite's)")
-    parser.add_argument("--only", choices=("reference",) + WRONG, help="grade this runner only")
+    parser.add_argument("--runs", type=int, default=20, help="rounds of the whole core profile per runner")
+    parser.add_argument("--s6-runs", type=int, default=20, help="rounds of --clause S6 per runner")
     parser.add_argument("--condition", choices=("idle", "loaded", "both"), default="both")
+    parser.add_argument("--only", help="grade this runner only (reference, a tests/good stem, or a --wrong one)")
+    parser.add_argument("--wrong", action="store_true", help="also grade three wrong runners of the zoo")
     options = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="pyops-stability-"))
-    runners = {"reference": REPO / "runner" / "runner.py"}
-    by_name = {mutant.name: mutant for mutant in MUTANTS}
-    for name in WRONG:
-        folder = scratch / name
-        folder.mkdir()
-        runners[name] = build(by_name[name], folder)
+    graded = runners(scratch, options.wrong)
     if options.only:
-        runners = {options.only: runners[options.only]}
-    conditions = {"idle": ["idle"], "loaded": ["two cores loaded"], "both": ["idle", "two cores loaded"]}
-    varied = False
-    for condition in conditions[options.condition]:
-        load = []
-        if condition != "idle":
-            load = [multiprocessing.Process(target=spin, daemon=True) for _ in range(2)]
-            for process in load:
-                process.start()
+        graded = {options.only: graded[options.only]}
+    conditions = {"idle": ["idle"], "loaded": ["loaded"], "both": ["idle", "loaded"]}[options.condition]
+    print("%-8s %-26s %-5s %6s %9s %8s  %s" % ("machine", "runner", "what", "rounds", "verdicts", "failed", "time"))
+    any_varied = False
+    for condition in conditions:
+        load = [multiprocessing.Process(target=spin, daemon=True) for _ in range(2 if condition == "loaded" else 0)]
+        for process in load:
+            process.start()
         try:
-            for name, runner in runners.items():
-                seen = Counter(failed_set(runner, options.workers) for _ in range(options.runs))
-                passed = seen.get((), 0)
-                print(
-                    "%-18s %-26s %2d/%d runs passed, %d distinct failure set(s), %s"
-                    % (
-                        condition,
-                        name,
-                        passed,
-                        options.runs,
-                        len(seen),
-                        "failing %d checks" % len(next(iter(seen))) if len(seen) == 1 and passed == 0 else "",
+            for name, runner in graded.items():
+                for selection, rounds in (("core", options.runs), ("S6", options.s6_runs)):
+                    if rounds < 1:
+                        continue
+                    began = time.monotonic()
+                    distinct, failed, varied = repeated(runner, rounds, SELECTIONS[selection], scratch)
+                    print(
+                        "%-8s %-26s %-5s %6d %9d %8d  %.0fs"
+                        % (condition, name, selection, rounds, distinct, failed, time.monotonic() - began),
+                        flush=True,
                     )
-                )
-                if len(seen) != 1:
-                    varied = True
-                    always = set.intersection(*(set(failures) for failures in seen))
-                    for failures, times in seen.items():
-                        extra = sorted(set(failures) - always) or "nothing more"
-                        print("    %d run(s) also failed: %s" % (times, extra))
-                sys.stdout.flush()
+                    for entry in varied:
+                        any_varied = True
+                        print("    varied: %s %s" % (entry["id"].split("::")[-1], entry["outcomes"]), flush=True)
         finally:
             for process in load:
                 process.terminate()
-    sys.exit(1 if varied else 0)
+    sys.exit(1 if any_varied else 0)
 
 
 if __name__ == "__main__":

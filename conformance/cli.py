@@ -2,19 +2,22 @@
 
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--lang en|ja] [-n WORKERS] [-k EXPR]
-                      [--isolation auto|namespace|shared]
+                      [--isolation auto|namespace|shared] [--repeat N]
 
-Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error.
+Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error (or,
+with --repeat, a check whose outcome varied between rounds).
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from conformance import report
 from conformance.clauses import CORE, LANGUAGES, PROFILES
@@ -54,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         choices=("auto", "namespace", "shared"),
         help="private mount namespaces, or the real lab paths one test at a time",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="grade N times, list every check whose outcome varied (exit 2 if any did); reports are the last round's",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
     return parser
@@ -130,6 +140,8 @@ def validate(options: argparse.Namespace) -> None:
             raise UsageError("unknown clause %r (S1.1 ... S8.3, X1 ... X14, or a step S1 ... S8, X)" % clause)
     if options.workers is not None and options.workers < 0:
         raise UsageError("-n needs 0 or more workers")
+    if options.repeat < 1:
+        raise UsageError("--repeat needs 1 or more rounds")
     for path in (options.json, options.junit, options.gradescope):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError("no folder for the report file: %s" % path)
@@ -143,17 +155,55 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("pyops-conformance: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
 
-    import pytest  # after the checks above, so a usage error costs no pytest start-up
-
     with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
-        json_path = Path(options.json) if options.json else Path(scratch) / "report.json"
-        code = pytest.main(pytest_args(options, json_path), plugins=[])
-        if not json_path.exists():
-            return EXIT_ERROR  # pytest could not start the suite; it has said why
-        data = json.loads(json_path.read_text(encoding="utf-8"))
+        rounds: List[Dict] = []
+        for number in range(1, options.repeat + 1):
+            last = number == options.repeat
+            json_path = Path(options.json) if options.json and last else Path(scratch) / ("round-%d.json" % number)
+            if options.repeat == 1:
+                code, data = grade_once(options, json_path)
+            else:
+                # Rounds before the last show one line each; the last one shows its whole report.
+                shown = io.StringIO()
+                with contextlib.redirect_stdout(shown):
+                    code, data = grade_once(options, json_path)
+                counts = data["summary"] if data else None
+                print(
+                    "round %d/%d: %s"
+                    % (number, options.repeat, _counts(counts) if counts else "no report (the suite could not run)"),
+                    flush=True,
+                )
+                if last or data is None:
+                    sys.stdout.write(shown.getvalue())
+            if data is None:
+                return EXIT_ERROR  # pytest could not start the suite; it has said why
+            rounds.append(data)
+    data = rounds[-1]
+    if options.repeat > 1:
+        changed = report.varied(rounds)
+        for line in report.varied_lines(changed, options.repeat):
+            print(line)
+        data["repeat"] = {"rounds": options.repeat, "varied": changed}
+        if options.json:
+            report.write_report(Path(options.json), data)
     if options.gradescope:
         report.write_gradescope(Path(options.gradescope), data)
-    return exit_status(code, data["summary"])
+    status = exit_status(code, data["summary"])
+    return EXIT_ERROR if options.repeat > 1 and data["repeat"]["varied"] else status
+
+
+def grade_once(options: argparse.Namespace, json_path: Path) -> Tuple[int, Optional[Dict]]:
+    """One run of the suite: pytest's exit code and the JSON report (None if the suite never ran)."""
+    import pytest  # here, so a usage error costs no pytest start-up
+
+    code = pytest.main(pytest_args(options, json_path), plugins=[])
+    if not json_path.exists():
+        return code, None
+    return code, json.loads(json_path.read_text(encoding="utf-8"))
+
+
+def _counts(summary: Dict) -> str:
+    return "%(passed)d passed, %(failed)d failed, %(errors)d errors" % summary
 
 
 def exit_status(pytest_code: int, summary: dict) -> int:

@@ -4,7 +4,7 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Sequence
 
 from conformance.clauses import CLAUSES, steps_for
 
@@ -124,6 +124,40 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
     }
 
 
+def varied(rounds: Sequence[Mapping]) -> List[Dict]:
+    """Checks whose outcome was not the same in every round: each with its outcome and message per round."""
+    by_id: Dict[str, Dict] = {}
+    for number, data in enumerate(rounds):
+        for test in data["tests"]:
+            entry = by_id.setdefault(
+                test["id"],
+                {"id": test["id"], "clause": test.get("clause"), "outcomes": [None] * len(rounds), "messages": {}},
+            )
+            entry["outcomes"][number] = test["outcome"]
+            if test["outcome"] != "passed":
+                entry["messages"][str(number + 1)] = test.get("message", "")
+    # A check missing from a round (None) varied too: it was not even run the same way.
+    return [entry for entry in by_id.values() if len(set(entry["outcomes"])) > 1]
+
+
+def varied_lines(changed: Sequence[Mapping], rounds: int) -> List[str]:
+    if not changed:
+        return ["", "every check had the same outcome in all %d rounds" % rounds]
+    lines = [
+        "",
+        "%d check(s) varied between %d rounds of the same runner: such a verdict is luck, not the runner"
+        % (len(changed), rounds),
+    ]
+    for entry in changed:
+        lines.append(
+            "  %s [%s]: %s" % (entry["id"].split("::")[-1], entry["clause"], ", ".join(map(str, entry["outcomes"])))
+        )
+        for number, message in entry["messages"].items():
+            first = (message or "(no message)").splitlines()
+            lines.append("    round %s: %s" % (number, "\n      ".join(first[:3])))
+    return lines
+
+
 def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
     _write_atomically(path, json.dumps(build(info, tests), indent=2, ensure_ascii=False) + "\n")
 
@@ -151,6 +185,10 @@ def gradescope(report: Mapping) -> Dict:
         % (report["profile"], report["isolation"], total["passed"], total["total"]),
         "tests": tests,
     }
+
+
+def write_report(path: Path, report: Mapping) -> None:
+    _write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
 def write_gradescope(path: Path, report: Mapping) -> None:

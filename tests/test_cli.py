@@ -116,3 +116,51 @@ def test_no_check_selected_is_an_error(tmp_path):
 def test_the_header_says_which_isolation_ran(tmp_path):
     graded = grade(tmp_path, REFERENCE, "--clause", "S1.3")
     assert "isolation: %s" % graded.report["isolation"] in graded.stdout
+
+
+# Right in every round but the second: it counts rounds by the basic call `run -- true` that the
+# suite makes once at the start of each round (see conformance/blocking.py), in a file outside the lab.
+SOMETIMES_WRONG = """import os, subprocess, sys
+ROUNDS = %r
+argv = sys.argv[1:]
+if argv[:1] != ["run"]:
+    sys.exit(0)
+if argv == ["run", "--", "true"]:
+    with open(ROUNDS, "a") as counter:
+        counter.write("x")
+    sys.exit(0)
+rc = subprocess.call(argv[argv.index("--") + 1:])
+with open(ROUNDS) as counter:
+    second_round = len(counter.read()) == 2
+sys.exit(0 if second_round else rc)
+"""
+
+
+def test_repeat_lists_the_checks_that_varied_and_exits_2(tmp_path):
+    runner = tmp_path / "sometimes_wrong.py"
+    runner.write_text(SOMETIMES_WRONG % str(tmp_path / "rounds"))
+    graded = grade(tmp_path, runner, "--repeat", "3", "-k", "exit_code_passes_through", workers=0)
+    assert graded.rc == 2, graded.explain()
+    varied = graded.report["repeat"]["varied"]
+    # Every code but 0 came back 0 in round 2 only.
+    assert sorted(entry["id"].split("[")[-1] for entry in varied) == sorted(
+        "%d]" % code for code in (1, 2, 3, 7, 42, 100, 123, 125, 200, 255)
+    )
+    for entry in varied:
+        assert entry["clause"] == "S1.3"
+        assert entry["outcomes"] == ["passed", "failed", "passed"]
+        assert list(entry["messages"]) == ["2"] and "exit code 0" in entry["messages"]["2"]
+    assert "round 1/3: 11 passed, 0 failed" in graded.stdout
+    assert "round 2/3: 1 passed, 10 failed" in graded.stdout
+    assert "10 check(s) varied between 3 rounds" in graded.stdout
+
+
+def test_repeat_of_a_steady_runner_exits_as_one_grading_would(tmp_path):
+    graded = grade(tmp_path, liar(tmp_path), "--repeat", "2", "--clause", "S1.3", workers=0)
+    assert graded.rc == 1, graded.explain()
+    assert graded.report["repeat"] == {"rounds": 2, "varied": []}
+    assert "every check had the same outcome in all 2 rounds" in graded.stdout
+
+
+def test_repeat_needs_a_round():
+    assert cli.main(["--repeat", "0"]) == 2

@@ -12,6 +12,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,7 +76,10 @@ def run_command(cmd, timeout):
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        proc = subprocess.Popen(cmd, start_new_session=True)
+        # Resolve the program the way a shell would, so it runs by its full path (/usr/bin/sleep);
+        # the log still records cmd exactly as given.
+        program = shutil.which(cmd[0]) or cmd[0]
+        proc = subprocess.Popen([program] + cmd[1:], start_new_session=True)
     except FileNotFoundError:
         log("command not found: %s" % cmd[0])
         return 127, False

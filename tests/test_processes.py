@@ -1,0 +1,91 @@
+"""The harness's observations of processes: what a process runs, when it started, whether it waits."""
+
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conformance import timing
+from conformance.processes import all_asleep, runs_as
+
+FIXTURES = "/opt/fixtures/pyops/bin"
+
+
+@pytest.fixture
+def spawn():
+    started = []
+
+    def start(argv):
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize(
+    "argv,wanted,matches",
+    [
+        (["sleep", "60"], ["sleep", "60"], True),
+        ([shutil.which("sleep"), "60"], ["sleep", "60"], True),  # resolved by the runner: the same program
+        (["sleep", "60"], ["/usr/bin/sleep", "60"], True),
+        (["sleep", "61"], ["sleep", "60"], False),
+        (["sleep", "60"], ["sleep"], True),  # a prefix of the arguments
+        (["sh", "-c", "exec sleep 62"], ["sleep", "62"], True),
+        (["sh", "-c", "sleep 63; true"], ["sleep", "63"], False),  # the shell itself is not sleep
+    ],
+)
+def test_runs_as_compares_the_program_by_name_and_the_arguments_exactly(spawn, argv, wanted, matches):
+    process = psutil.Process(spawn(argv).pid)
+    time.sleep(0.1)  # let `sh -c 'exec ...'` become what it execs
+    assert runs_as(process, wanted) is matches
+
+
+def test_runs_as_sees_a_script_behind_its_interpreter(spawn, tmp_path):
+    script = tmp_path / "hang.sh"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    script.chmod(0o755)
+    process = psutil.Process(spawn([str(script)]).pid)
+    time.sleep(0.1)
+    assert process.cmdline()[0] != str(script)  # the kernel shows the interpreter first
+    assert runs_as(process, [str(script)])
+    assert not runs_as(process, [str(tmp_path / "other.sh")])
+
+
+def test_runs_as_a_process_that_is_gone(spawn):
+    child = spawn(["sleep", "60"])
+    process = psutil.Process(child.pid)
+    child.kill()
+    child.wait()
+    assert not runs_as(process, ["sleep", "60"])
+
+
+def test_started_at_is_on_the_harness_clock(spawn):
+    before = timing.now()
+    process = spawn(["sleep", "5"])
+    started = timing.started_at(process.pid)
+    after = timing.now()
+    # /proc counts in clock ticks, rounding down: at most one tick before the call.
+    assert before - 1.0 / timing.CLOCK_TICKS <= started <= after
+
+
+def test_all_asleep_tells_a_waiting_process_from_a_busy_one(spawn):
+    waiting = spawn(["sleep", "5"])
+    busy = spawn([sys.executable, "-c", "while True: pass"])
+    time.sleep(0.2)
+    assert all_asleep(waiting.pid)
+    assert not all(all_asleep(busy.pid) for _ in range(20))
+
+
+def test_all_asleep_looks_at_every_thread(spawn):
+    code = "import threading, time\nthreading.Thread(target=lambda: [0 for _ in iter(int, 1)]).start()\ntime.sleep(60)"
+    process = spawn([sys.executable, "-c", code])
+    time.sleep(0.3)
+    # The main thread sleeps, the other one spins: not waiting.
+    assert not all(all_asleep(process.pid) for _ in range(20))
