@@ -210,8 +210,14 @@ _TABLE = [
         "S6.4",
         "no process of the command remains",
         "コマンドのプロセスが残らない",
-        "Signal the whole process group, not only the child, and kill survivors before exiting.",
-        "子だけでなくプロセスグループ全体にシグナルを送り、終了する前に残ったものを強制終了してください。",
+        "Start the command with start_new_session=True and forward SIGTERM to its whole group "
+        "(os.killpg(proc.pid, signal.SIGTERM)); then, once the command has exited, SIGKILL whatever is "
+        "left of that group (os.killpg(proc.pid, signal.SIGKILL), ignoring ProcessLookupError): a "
+        "grandchild may ignore SIGTERM and outlive the child you waited for.",
+        "start_new_session=True で起動し、SIGTERM をプロセスグループ全体に伝えてください"
+        "(os.killpg(proc.pid, signal.SIGTERM))。そのあと、コマンドが終了したら、グループに残ったものを "
+        "SIGKILL してください(os.killpg(proc.pid, signal.SIGKILL)、ProcessLookupError は無視)。"
+        "孫が SIGTERM を無視して、待っていた子より長く生き残ることがあります。",
     ),
     (
         "S7.1",

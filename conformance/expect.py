@@ -57,7 +57,8 @@ def evidence(result: Result) -> List[str]:
     runs = result.runs_bytes()
     if runs:
         lines.append("  runs.jsonl:")
-        lines.extend("    | " + line for line in tail(runs, 6).splitlines())
+        # A record is a few hundred characters; a longer line is shown cut (its length says enough).
+        lines.extend("    | " + line for line in tail(runs, 6, width=300).splitlines())
     applied = result.applied()
     if applied:
         lines.append("  applied.log: %s" % ", ".join(applied[-6:]))

@@ -26,9 +26,12 @@ class ProcessInfo:
         return shown + (" (ignores SIGTERM)" if self.ignores_term else "")
 
 
-def tail(data: bytes, lines: int = TAIL_LINES) -> str:
+def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None) -> str:
+    """The last `lines` lines of `data` as text, each cut to `width` characters if given."""
     text = data.decode("utf-8", "replace")
     kept = text.splitlines()[-lines:]
+    if width is not None:
+        kept = [line if len(line) <= width else "%s... (%d characters)" % (line[:width], len(line)) for line in kept]
     shown = "\n".join(kept)
     if len(shown) > TAIL_CHARS:
         shown = "..." + shown[-TAIL_CHARS:]

@@ -19,33 +19,13 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 die() { echo "FAIL: $*"; exit 1; }
 
-# ---- tools and engine ------------------------------------------------------------------------
-missing=()
-# dockerd, not just a docker CLI: a client alone cannot build or run anything.
-command -v dockerd >/dev/null && command -v docker >/dev/null || missing+=(docker.io)
-command -v debootstrap >/dev/null || missing+=(debootstrap)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-if ! docker info >/dev/null 2>&1; then
-    # No systemd on a CI runner: start the engine ourselves, detached so it outlives this script
-    # (the next run finds it answering).
-    echo "starting dockerd (log: /var/log/dockerd-pyops-ci.log)"
-    setsid dockerd >/var/log/dockerd-pyops-ci.log 2>&1 </dev/null &
-    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-    docker info >/dev/null 2>&1 || die "dockerd did not come up; see /var/log/dockerd-pyops-ci.log"
-fi
-
-# ---- base image: no registry here, so debootstrap one when it is missing ----------------------
-"$repo/docker/make-base-image.sh" debian:bookworm-slim || die "could not make debian:bookworm-slim"
+# ---- tools, engine and base image -------------------------------------------------------------
+source "$repo/docker/engine.sh"
 
 # ---- build -----------------------------------------------------------------------------------
 # The context goes in as a tar stream so the proxy's CA bundle can be added to it as
 # .build-ca.pem without writing anything into the working tree; the Dockerfile uses it in its
 # build stage only. A tar stream also works with the legacy builder and with BuildKit alike.
-ca=${PYOPS_CA:-${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}}
 ca_args=()
 if [ -r "$ca" ]; then
     ca_args=(-C "$(dirname "$ca")" --transform "s,^$(basename "$ca")\$,.build-ca.pem," "$(basename "$ca")")
