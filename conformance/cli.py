@@ -37,7 +37,14 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pyops-conformance", description="Grade a runner.py against the pyops lab.")
     parser.add_argument("--runner", help="the runner.py to grade (default: the bundled reference)")
-    parser.add_argument("--python", default=sys.executable, help="interpreter that runs it (default: %(default)s)")
+    parser.add_argument("--python", help="interpreter that runs it (default: the one the suite's venv was made from)")
+    parser.add_argument(
+        "--runner-user",
+        default="auto",
+        choices=("auto", "own", "grader"),
+        help="own: an unprivileged uid of its own per check (needs root); grader: the grader's own user; "
+        "auto (default): own when possible",
+    )
     parser.add_argument("--profile", default=CORE, choices=PROFILES, help="core (the lab) or extended")
     parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
@@ -93,8 +100,8 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         options.isolation,
         "--lab-json",
         str(json_path),
-        "--runner-python",
-        options.python,
+        "--runner-user",
+        options.runner_user,
         "-r",
         "fE",
     ]
@@ -104,6 +111,8 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         args += ["-p", "conformance.plugin"]
     if options.runner:
         args += ["--runner", options.runner]
+    if options.python:
+        args += ["--runner-python", options.python]
     workers = default_workers() if options.workers is None else options.workers
     if workers > 0 and options.isolation != "shared":
         # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
@@ -131,7 +140,7 @@ def plugin_is_installed() -> bool:
 def validate(options: argparse.Namespace) -> None:
     if options.runner and not Path(options.runner).is_file():
         raise UsageError("runner file not found: %s" % options.runner)
-    if not shutil.which(options.python):
+    if options.python and not shutil.which(options.python):
         raise UsageError("python interpreter not found: %s" % options.python)
     from conformance.clauses import CLAUSES, STEPS
 

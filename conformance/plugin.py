@@ -4,6 +4,7 @@ Loaded through the `pytest11` entry point, so the suite also runs as plain
 `pytest --pyargs conformance.tests --runner PATH`.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,7 +14,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conformance import expect, report
+from conformance import expect, identity, report
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
@@ -29,10 +30,33 @@ def reference_runner() -> Path:
     return Path(runner.runner.__file__).resolve()
 
 
+def base_interpreter() -> str:
+    """The interpreter this one's venv was made from: it runs runners, and cannot import the suite.
+
+    A runner run by the suite's own interpreter could `import runner.runner` (the reference) and
+    hand that in. Outside a venv this is the running interpreter itself.
+    """
+    if sys.prefix == sys.base_prefix:
+        return sys.executable
+    for name in ("python%d.%d" % sys.version_info[:2], "python3"):
+        candidate = Path(sys.base_prefix) / "bin" / name
+        if os.access(str(candidate), os.X_OK):
+            return str(candidate)
+    return sys.executable
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pyops-conformance", "pyops-lab conformance suite")
     group.addoption("--runner", default=None, help="the runner.py to grade (default: the bundled reference)")
-    group.addoption("--runner-python", default=None, help="interpreter that runs it (default: this one)")
+    group.addoption(
+        "--runner-python", default=None, help="interpreter that runs it (default: the base of this one's venv)"
+    )
+    group.addoption(
+        "--runner-user",
+        default=identity.AUTO,
+        choices=identity.CHOICES,
+        help="own: an unprivileged uid of its own per check; grader: the grader's user; auto: own when possible",
+    )
     group.addoption("--lab-profile", default=CORE, choices=PROFILES, help="core or extended (default: core)")
     group.addoption("--lab-lang", default="en", choices=LANGUAGES, help="language of hints (default: en)")
     group.addoption(
@@ -70,19 +94,25 @@ def _decide(config: pytest.Config) -> Dict:
     runner_file = Path(config.getoption("--runner") or reference_runner())
     if not runner_file.is_file():
         raise pytest.UsageError("runner file not found: %s" % runner_file)
-    python = config.getoption("--runner-python") or sys.executable
+    python = config.getoption("--runner-python") or base_interpreter()
     if not shutil.which(python):
         raise pytest.UsageError("python interpreter not found: %s" % python)
     wanted = config.getoption("--lab-isolation")
     plan, why_not = probe_namespace() if wanted != SHARED else (None, "shared mode was asked for")
     if wanted == NAMESPACE and plan is None:
         raise pytest.UsageError("namespace isolation is not possible here: %s" % why_not)
+    try:
+        user, why_not_own = identity.decide(config.getoption("--runner-user"), bool(plan and plan.user_namespace))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     return {
         "runner": str(runner_file.resolve()),
         "python": shutil.which(python),
         "profile": config.getoption("--lab-profile"),
         "isolation": NAMESPACE if plan is not None else SHARED,
         "why_not_namespace": why_not,
+        "runner_user": user,
+        "why_not_own_user": why_not_own,
     }
 
 
@@ -103,6 +133,10 @@ def pytest_report_header(config: pytest.Config) -> List[str]:
             "  (no private namespace: %s; tests run one at a time on the real lab paths,"
             " which are put back afterwards)" % info["why_not_namespace"]
         )
+    if info["runner_user"] == identity.OWN:
+        lines.append("runner user: an unprivileged uid of its own per check, no capabilities")
+    else:
+        lines.append("runner user: the grader's own (uid %d): %s" % (os.geteuid(), info["why_not_own_user"]))
     return lines
 
 
@@ -173,8 +207,8 @@ def runner(request: pytest.FixtureRequest):
     config = request.config
     info = config.pyops  # type: ignore[attr-defined]
     maker, canary = _session_parts(config)
-    canary.probe(maker.lab, info["python"])
-    with maker.lab() as lab:
+    canary.probe(lambda: _lab(maker, info), info["python"])
+    with _lab(maker, info) as lab:
         driver = Driver(lab, info["python"], gate=canary.gate)
         try:
             yield driver
@@ -182,12 +216,28 @@ def runner(request: pytest.FixtureRequest):
             driver.close()
 
 
+@contextlib.contextmanager
+def _lab(maker: LabMaker, info: Dict):
+    """A lab for one check, with the user its runner runs as (a uid of its own, or None)."""
+    if info["runner_user"] != identity.OWN:
+        with maker.lab() as lab:
+            yield lab
+    elif info["isolation"] == SHARED:
+        with maker.lab(identity.fixed_user()) as lab:
+            yield lab
+    else:
+        with identity.leased_user() as user, maker.lab(user) as lab:
+            yield lab
+
+
 def _session_parts(config: pytest.Config):
     """This process's LabMaker and Canary, made on first use."""
     parts = getattr(config, "_pyops_parts", None)
     if parts is None:
         info = config.pyops  # type: ignore[attr-defined]
-        parts = (LabMaker(info["isolation"], Path(info["runner"])), Canary())
+        # The reference stays hidden from runners (in namespace mode; the image makes it unreadable).
+        hidden = [reference_runner().parent] if info["runner_user"] == identity.OWN else []
+        parts = (LabMaker(info["isolation"], Path(info["runner"]), hidden), Canary())
         config._pyops_parts = parts  # type: ignore[attr-defined]
     return parts
 

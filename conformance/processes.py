@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import psutil
 
 from conformance import expect, timing
+from conformance.identity import RunnerUser, sweep
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
 
@@ -177,12 +178,13 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
-def _stand_between(lab_preexec: Optional[Callable[[], None]]) -> Callable[[], None]:
+def _stand_between(lab_preexec: Optional[Callable[[], None]], user: Optional[RunnerUser]) -> Callable[[], None]:
     """What the runner's child process runs before exec: enter the lab, then fork once more.
 
     The harness's own child stays behind as the runner's parent: it only waits and then ends
     the way the runner ended (the same exit code, or the same signal). A runner that kills its
-    parent therefore kills this stand-in, never the harness.
+    parent therefore kills this stand-in, never the harness; and the runner itself becomes
+    `user`, which may not signal the stand-in at all.
     """
 
     def preexec() -> None:
@@ -204,6 +206,8 @@ def _stand_between(lab_preexec: Optional[Callable[[], None]]) -> Callable[[], No
                     signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
                 os.kill(os.getpid(), os.WTERMSIG(status))
             os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125)
+        if user is not None:
+            user.drop()
 
     return preexec
 
@@ -218,10 +222,10 @@ class Invocation:
         self.args = list(args)
         self.token = token
         self.deadline_s = expected_s + timing.HANG_MARGIN_S
-        number = len(list(lab.work.glob("out-*.stdout")))
-        # Kept open: the output stays readable even if a runner deletes the files.
-        self._stdout = open(str(lab.work / ("out-%d.stdout" % number)), "w+b")
-        self._stderr = open(str(lab.work / ("out-%d.stderr" % number)), "w+b")
+        number = len(list(lab.output.glob("out-*.stdout")))
+        # In the grader's own folder, and kept open: the runner can neither read nor replace them.
+        self._stdout = open(str(lab.output / ("out-%d.stdout" % number)), "w+b")
+        self._stderr = open(str(lab.output / ("out-%d.stderr" % number)), "w+b")
         self.started = timing.now()
         self.process = subprocess.Popen(
             [python, RUNNER_PATH] + self.args,
@@ -230,7 +234,7 @@ class Invocation:
             stderr=self._stderr,
             env=dict(env),
             cwd=str(lab.sub) if lab.mode != "namespace" else None,
-            preexec_fn=_stand_between(lab.preexec()),
+            preexec_fn=_stand_between(lab.preexec(), lab.user),
             start_new_session=True,
         )
         # The runner is the stand-in's only child; signals for "the runner" must reach it, never
@@ -451,6 +455,7 @@ class Driver:
             self._gate(args)
         token = new_token()
         self._tokens.append(token)
+        self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
         return Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)
 
     def run(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
@@ -463,12 +468,21 @@ class Driver:
         """
         token = new_token()
         self._tokens.append(token)
+        self.lab.hand_over()
+        enter, user = self.lab.preexec(), self.lab.user
+
+        def preexec() -> None:  # in the lab, as the runner's user: "another run" of the same lab
+            if enter is not None:
+                enter()
+            if user is not None:
+                user.drop()
+
         process = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             env=lab_environment(self.lab, token),
-            preexec_fn=self.lab.preexec(),
+            preexec_fn=preexec,
             start_new_session=True,
         )
         self._helpers.append(process)
@@ -512,6 +526,9 @@ class Driver:
     def close(self) -> None:
         for token in self._tokens:
             reap(token)
+        if self.lab.user is not None:
+            # Also what slipped past the tokens (a daemon that emptied its environment).
+            sweep(self.lab.user)
         for process in self._helpers:
             if process.poll() is None:
                 process.kill()

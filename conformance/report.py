@@ -112,6 +112,7 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
         "python": info["python"],
         "profile": info["profile"],
         "isolation": info["isolation"],
+        "runner_user": info.get("runner_user", "grader"),
         "summary": {
             "passed": counts["passed"],
             "failed": counts["failed"],

@@ -37,6 +37,7 @@ class Snapshot:
                 copy = root / ("copy%d" % index)
                 shutil.copytree(str(folder), str(copy), symlinks=True)
                 shutil.copystat(str(folder), str(copy))
+                _copy_owners(folder, copy)
                 entry["copy"] = str(copy)
             else:
                 entry["created_from"] = str(_nearest_existing(folder))
@@ -111,7 +112,26 @@ def _copy_back(copy: Path, folder: Path) -> None:
             shutil.copystat(str(entry), str(target), follow_symlinks=False)
         else:
             shutil.copy2(str(entry), str(target))
+        _copy_owner(entry, target)
+    _copy_owner(copy, folder)  # the runner under test, with a uid of its own, may have owned them
     shutil.copystat(str(copy), str(folder))  # last, so filling the folder does not touch its times
+
+
+def _copy_owners(original: Path, copy: Path) -> None:
+    """Give every path of `copy` the owner of its namesake in `original` (copytree makes them root's)."""
+    _copy_owner(original, copy)
+    for folder, dirs, files in os.walk(str(original)):
+        for name in dirs + files:
+            source = Path(folder) / name
+            _copy_owner(source, copy / source.relative_to(original))
+
+
+def _copy_owner(source: Path, target: Path) -> None:
+    try:
+        status = os.lstat(str(source))
+        os.lchown(str(target), status.st_uid, status.st_gid)
+    except OSError:
+        pass  # gone, or not ours to change (a read-only mount): nothing to put back
 
 
 def _remove_created(folder: Path, existing_parent: Path) -> None:

@@ -23,7 +23,9 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Sequence
+
+from conformance.identity import RunnerUser, hand_over
 
 SUB_DIR = Path("/root/pyops/sub")
 STATE_DIR = SUB_DIR / "state"
@@ -49,6 +51,10 @@ SHARED = "shared"
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
@@ -83,20 +89,24 @@ class MountPlan:
 
     overlays: List[Path] = field(default_factory=list)  # existing parents to cover
     user_namespace: bool = False
+    hidden: List[Path] = field(default_factory=list)  # folders a runner must not read (the reference)
 
     @classmethod
-    def for_this_machine(cls) -> "MountPlan":
-        overlays = []
+    def for_this_machine(cls, hidden: Sequence[Path] = ()) -> "MountPlan":
+        overlays: List[Path] = []
         for target in LAB_PATHS:
-            if target.is_dir():
+            # The topmost ancestor that another user cannot pass through (/root is 0700) is
+            # covered too, so that it can be opened to the runner's own uid in the namespace only.
+            closed = [p for p in reversed(target.parents) if p.is_dir() and not os.stat(str(p)).st_mode & 0o001]
+            parent = closed[0] if closed else (target if target.is_dir() else _nearest_existing(target))
+            if parent == target:
                 continue
-            parent = _nearest_existing(target)
             if parent == Path("/"):
                 # An overlay on / would hide /proc and /dev; no namespace mode on such a machine.
                 raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
-            if parent not in overlays:
-                overlays.append(parent)
-        return cls(overlays=overlays, user_namespace=os.geteuid() != 0)
+            if not any(parent == o or o in parent.parents for o in overlays):
+                overlays = [o for o in overlays if parent not in o.parents] + [parent]
+        return cls(overlays=overlays, user_namespace=os.geteuid() != 0, hidden=[p for p in hidden if p.is_dir()])
 
     def enter(self, lab_root: Path, binds: List[tuple]) -> None:
         """In a child between fork and exec: make the lab's paths show the test's folders."""
@@ -128,6 +138,13 @@ class MountPlan:
             _mount("/proc/self/fd/%d" % fd, str(target), None, _MS_BIND)
             os.close(fd)
         os.close(keep_lab)
+        for target in LAB_PATHS:  # passable for the runner's uid: changes the overlays' copies only
+            for ancestor in target.parents:
+                mode = os.stat(str(ancestor)).st_mode
+                if not mode & 0o001 and any(ancestor == o or o in ancestor.parents for o in self.overlays):
+                    os.chmod(str(ancestor), (mode & 0o7777) | 0o001)
+        for folder in self.hidden:
+            _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
         os.chdir(str(SUB_DIR))
 
 
@@ -144,12 +161,20 @@ class Lab:
     own helper files (ready files, FLAKY_STATE, captured output).
     """
 
-    def __init__(self, root: Path, mode: str, runner_source: Path, plan: Optional[MountPlan]):
+    def __init__(
+        self, root: Path, mode: str, runner_source: Path, plan: Optional[MountPlan], user: Optional[RunnerUser] = None
+    ):
         self.root = root
         self.mode = mode
         self.plan = plan
+        self.user = user
+        # The runner's uid passes through root/ (not list it) to work/, which it owns; output/
+        # (what the runner printed, kept by the harness) stays the grader's alone.
+        os.chmod(str(root), 0o711)
         self.work = root / "work"
-        self.work.mkdir(parents=True)
+        (self.work / "tmp").mkdir(parents=True)  # the runner's TMPDIR
+        self.output = root / "output"
+        self.output.mkdir(mode=0o700)
         if mode == NAMESPACE:
             self.sub, self.bin = root / "sub", root / "bin"
             (root / "overlay").mkdir()
@@ -160,6 +185,10 @@ class Lab:
     @property
     def state(self) -> Path:
         return self.sub / "state"
+
+    def hand_over(self) -> None:
+        """Give the runner's uid what it may write: the lab's sub folder and the test's scratch space."""
+        hand_over([self.sub, self.work], self.user)
 
     @property
     def runs_log(self) -> Path:
@@ -216,13 +245,24 @@ def _make_writable(folder: Path) -> None:
         os.chmod(str(path), 0o755)
 
 
-def probe_namespace() -> "tuple[Optional[MountPlan], str]":
+def probe_namespace(hidden: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], str]":
     """Can this process give a child a private lab? Returns (plan or None, the reason if not)."""
     try:
-        plan = MountPlan.for_this_machine()
+        plan = MountPlan.for_this_machine(hidden)
     except OSError as error:
         return None, str(error)
     root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
+    # subprocess reports a failed preexec_fn only as "Exception occurred in preexec_fn"; the
+    # child writes the real reason here first, so the banner can say it in plain words.
+    reason_r, reason_w = os.pipe()
+
+    def enter() -> None:
+        try:
+            plan.enter(root, binds)
+        except OSError as error:
+            os.write(reason_w, str(error).encode("utf-8", "replace")[:500])
+            raise
+
     try:
         for name in ("sub", "bin", "work", "overlay"):
             (root / name).mkdir()
@@ -231,7 +271,7 @@ def probe_namespace() -> "tuple[Optional[MountPlan], str]":
         marker.touch()
         subprocess.run(
             ["test", "-e", str(SUB_DIR / "seen")],
-            preexec_fn=lambda: plan.enter(root, binds),
+            preexec_fn=enter,
             check=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -240,9 +280,29 @@ def probe_namespace() -> "tuple[Optional[MountPlan], str]":
         )
         return plan, ""
     except (OSError, subprocess.SubprocessError) as error:
-        return None, str(error).splitlines()[0] if str(error) else type(error).__name__
+        os.close(reason_w)
+        reason_w = -1
+        with os.fdopen(reason_r, "rb") as pipe:
+            reason_r = -1
+            said = pipe.read().decode("utf-8", "replace").strip()
+        return None, plain_reason(said or (str(error).splitlines()[0] if str(error) else type(error).__name__))
     finally:
+        for fd in (reason_r, reason_w):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(str(root), ignore_errors=True)
+
+
+def plain_reason(error: str) -> str:
+    """Why a mount namespace could not be made, in words a grader can act on."""
+    if "Operation not permitted" in error and "unshare" in error:
+        return (
+            "this process may not make mount namespaces (%s): in a container, run it with "
+            "--cap-add SYS_ADMIN --security-opt seccomp=unconfined, or accept one check at a time" % error
+        )
+    if "Permission denied" in error and "mount" in error:
+        return "mounts are refused here (%s): an AppArmor or SELinux profile, or a read-only /proc" % error
+    return error
 
 
 class SharedLock:
@@ -265,17 +325,17 @@ class SharedLock:
 class LabMaker:
     """Makes the labs of one session: a private one per test, or the real paths one at a time."""
 
-    def __init__(self, mode: str, runner_source: Path) -> None:
+    def __init__(self, mode: str, runner_source: Path, hidden: Sequence[Path] = ()) -> None:
         self.mode = mode
         self.runner_source = runner_source
         self.plan: Optional[MountPlan] = None
         if mode == NAMESPACE:
-            self.plan, why_not = probe_namespace()
+            self.plan, why_not = probe_namespace(hidden)
             if self.plan is None:
                 raise OSError("namespace isolation failed in this worker: %s" % why_not)
 
     @contextlib.contextmanager
-    def lab(self) -> Iterator[Lab]:
+    def lab(self, user: Optional[RunnerUser] = None) -> Iterator[Lab]:
         root = Path(tempfile.mkdtemp(prefix="pyops-lab-"))
         lock = SharedLock() if self.mode == SHARED else None
         try:
@@ -283,7 +343,7 @@ class LabMaker:
                 lock.__enter__()
                 runner_in_place = self.runner_source == SUB_DIR / "runner.py"
                 clear_shared_lab(keep=SUB_DIR / "runner.py" if runner_in_place else root)
-            yield Lab(root, self.mode, self.runner_source, self.plan)
+            yield Lab(root, self.mode, self.runner_source, self.plan, user)
         finally:
             if lock is not None:
                 lock.__exit__()

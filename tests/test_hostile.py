@@ -6,14 +6,24 @@ one the suite must exit 1 with failures named by clause, with no harness error, 
 process of the session running.
 """
 
+import hashlib
 import os
+import shutil
+import site
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
+import conformance
+from conformance import identity
+from conformance.plugin import reference_runner
 from conformance.processes import SESSION_VAR, tagged
-from tests.grading import REFERENCE, grade
+from tests.grading import REFERENCE, REPO, grade
 
 pytestmark = pytest.mark.hostile
 
@@ -87,9 +97,11 @@ def test_a_hanging_runner_is_reported_as_blocked(tmp_path):
     assert len(blocked) >= len(messages) - 16, graded.explain()  # all but the first calls of each worker
 
 
-def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch):
+def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch, drop_box):
     monkeypatch.setenv("PYOPS_SECRET_OF_THE_GRADER", "must-not-leak")
-    dump = tmp_path / "environ.txt"
+    dump = drop_box / "environ.txt"
+    dump.touch(mode=0o666)  # every check's runner has a uid of its own, and each appends
+    dump.chmod(0o666)
     runner = tmp_path / "env_runner.py"
     runner.write_text(
         "import os\nwith open(%r, 'a') as f:\n    f.write(' '.join(sorted(os.environ)) + '\\n')\n" % str(dump)
@@ -103,3 +115,97 @@ def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch)
     # What the interpreter itself adds at start-up is not from the grader.
     assert seen - allowed <= {"LC_CTYPE"}, sorted(seen - allowed)
     assert "PYOPS_SECRET_OF_THE_GRADER" not in os.environ or "PYOPS_SECRET_OF_THE_GRADER" not in seen
+
+
+# ------------------------------------------------------------------ runners that attack the grader
+# Each was measured to win before runners got a user of their own: full marks without writing the
+# lab, a killed grader, rewritten reports. Now each must end in exit 1 with a report.
+
+
+@pytest.fixture
+def drop_box():
+    """A folder any user may write to (the runner's uid cannot reach the test's own tmp_path)."""
+    folder = Path(tempfile.mkdtemp(prefix="pyops-drop-"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(str(folder), ignore_errors=True)
+
+
+def reference_copies():
+    """Every place this machine keeps the reference: the checkout's and the installed one."""
+    return sorted({str(REFERENCE), str(reference_runner())})
+
+
+ATTACKS = {
+    # Runs whichever copy of the reference it can read.
+    "runs-the-reference-by-path": "import runpy, sys\nfor path in %r:\n    try:\n"
+    "        sys.argv[0] = path\n        runpy.run_path(path, run_name='__main__')\n"
+    "    except (OSError, ImportError):\n        continue\nsys.exit(1)\n" % (reference_copies(),),
+    # Puts the suite's own packages on its path and imports the reference from there.
+    "imports-the-reference": "import sys\nsys.path[:0] = %r\ntry:\n    from runner.runner import main\n"
+    "except ImportError:\n    sys.exit(1)\nsys.exit(main(sys.argv[1:]))\n"
+    % ([str(REPO)] + site.getsitepackages() + [str(reference_runner().parents[1])],),
+    # As root this would kill every process of the machine, so it refuses to run as root.
+    "kills-every-process-it-may": "import os, signal, sys\nif os.getuid() == 0:\n    sys.exit(3)\n"
+    "os.kill(-1, signal.SIGKILL)\nsys.exit(1)\n",
+    # Tries to change the suite itself.
+    "rewrites-the-suite": "import sys\ntry:\n    open(%r, 'a').write('\\nraise SystemExit(0)\\n')\n"
+    "except OSError:\n    pass\nsys.exit(1)\n" % (conformance.__file__,),
+}
+
+
+def suite_files_digest():
+    digest = hashlib.sha256()
+    for path in sorted(Path(conformance.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_runner_cannot_win_by_attacking_the_grader(tmp_path, name):
+    runner = tmp_path / "runner.py"
+    runner.write_text(ATTACKS[name])
+    before = suite_files_digest()
+    graded = grade(tmp_path, runner, "--clause", "S1", "--clause", "S4.2", workers=4)
+    assert graded.rc == 1, graded.explain()
+    assert graded.report["runner_user"] == identity.OWN, graded.explain()
+    assert graded.report["summary"]["errors"] == 0, graded.explain()
+    assert graded.report["summary"]["passed"] < 3, graded.explain()  # the odd check that wants a failure
+    assert suite_files_digest() == before
+
+
+def test_a_daemon_that_empties_its_environment_does_not_outlive_the_grading(tmp_path, drop_box):
+    # Out of the token tracking (no environment at all), it waits for the grading to end, then
+    # writes. Every process of the check's uid is killed when the check ends, so it never does.
+    late = drop_box / "written-after-the-grading"
+    daemon = "import os, time\ntime.sleep(6)\nopen(%r, 'w').write('still here')\n" % str(late)
+    runner = tmp_path / "runner.py"
+    runner.write_text(
+        "import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
+        "    os.execve(sys.executable, [sys.executable, '-c', %r], {})\nsys.exit(1)\n" % daemon
+    )
+    graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    assert graded.rc == 1, graded.explain()
+    time.sleep(7)
+    assert not late.exists(), "a process of the runner lived on after the grading and wrote %s" % late
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _owned_by_a_runner_uid(pid)]
+    assert not left, "processes of runner uids left: %s" % left
+
+
+def _owned_by_a_runner_uid(pid):
+    try:
+        with open("/proc/%s/status" % pid) as handle:
+            uid = int(next(line for line in handle if line.startswith("Uid:")).split()[1])
+    except (OSError, StopIteration):
+        return False
+    return identity.UID_BASE <= uid < identity.UID_BASE + identity.UID_COUNT
+
+
+def test_runners_run_by_an_interpreter_that_cannot_import_the_suite(tmp_path):
+    graded = grade(tmp_path, REFERENCE, "--clause", "S1.3", workers=2)
+    assert graded.rc == 0, graded.explain()
+    python = graded.report["python"]
+    assert python != sys.executable
+    # As the runner sees it: its own small environment, in a folder of the lab's.
+    done = subprocess.run([python, "-c", "import conformance"], capture_output=True, env={}, cwd=str(tmp_path))
+    assert done.returncode != 0, "%s imports the suite" % python

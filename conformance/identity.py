@@ -1,0 +1,193 @@
+"""Who the runner under test runs as: a user of its own, never the grader.
+
+A runner is untrusted code. Run as root beside the grader it could read the bundled reference and
+run that instead, kill the grader with kill(-1), or rewrite the reports once they are written.
+So each check runs its runner, and every process the runner starts, as an unprivileged uid of its
+own:
+
+* kill(-1) by that uid reaches only that check's processes, never the grader or another check;
+* when the check ends every process of the uid is killed, also a daemon that emptied its
+  environment to slip past the token tracking (see processes.py), so nothing outlives the check;
+* the lab's folders are handed to the uid; the grader's files are not writable by it, and the
+  reference is hidden from it (sandbox.py).
+
+In namespace mode every check leases a uid of its own from a range that no account uses; in
+shared mode (one check at a time) all checks use the image's `pyops-runner` account, or the first
+uid of the range. The grader needs root with the capabilities to switch and to manage what the
+runner leaves (CAPABILITIES); without them the runner can only run as the grader's own user.
+"""
+
+import contextlib
+import errno
+import fcntl
+import os
+import pwd
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+# No account has these uids (checked before each lease): a sweep can never hit a real user.
+UID_BASE = 1_900_000_000
+UID_COUNT = 4096
+ACCOUNT = "pyops-runner"  # the image's fixed account for shared mode
+LEASES = Path(tempfile.gettempdir()) / "pyops-conformance-uids"
+
+OWN, GRADER, AUTO = "own", "grader", "auto"
+CHOICES = (AUTO, OWN, GRADER)
+
+# What the grader must hold to run a runner as another uid and clean up after it (Linux
+# capability numbers): switch uid and gid, signal it, and own, read and remove what it wrote.
+CAPABILITIES = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
+
+
+@dataclass(frozen=True)
+class RunnerUser:
+    """The uid and gid a check's runner runs as; None everywhere means the grader's own user."""
+
+    uid: int
+    gid: int
+
+    def drop(self) -> None:
+        """In a child between fork and exec: become this user, with no supplementary groups."""
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+
+def missing_capabilities() -> List[str]:
+    """The capabilities of CAPABILITIES this process lacks (all of them when it is not root)."""
+    if os.geteuid() != 0:
+        return sorted(CAPABILITIES)
+    try:
+        with open("/proc/self/status") as handle:
+            effective = next(int(line.split()[1], 16) for line in handle if line.startswith("CapEff:"))
+    except (OSError, StopIteration, ValueError):
+        return sorted(CAPABILITIES)
+    return sorted(name for name, bit in CAPABILITIES.items() if not effective >> bit & 1)
+
+
+def decide(choice: str, user_namespace: bool) -> "tuple[str, str]":
+    """(OWN or GRADER, why) for `--runner-user CHOICE`; raises ValueError when OWN is impossible."""
+    missing = missing_capabilities()
+    if user_namespace:
+        why_not = "the grader is not root, so it has no other uid to give the runner"
+    elif missing:
+        why_not = "the grader lacks the capabilities %s (a container run with --cap-drop ALL?)" % ", ".join(
+            "CAP_" + name for name in missing
+        )
+    else:
+        why_not = ""
+    if choice == GRADER:
+        return GRADER, "--runner-user grader was asked for"
+    if not why_not:
+        return OWN, ""
+    if choice == OWN:
+        raise ValueError("cannot run the runner as a user of its own: %s" % why_not)
+    return GRADER, why_not
+
+
+def fixed_user() -> RunnerUser:
+    """Shared mode's one runner user: the image's account, else the first uid of the range."""
+    try:
+        account = pwd.getpwnam(ACCOUNT)
+        return RunnerUser(account.pw_uid, account.pw_gid)
+    except KeyError:
+        return RunnerUser(UID_BASE, UID_BASE)
+
+
+@contextlib.contextmanager
+def leased_user() -> Iterator[RunnerUser]:
+    """A uid of the range that no other check holds now, for the duration of one check.
+
+    The lease is an flock on a file per uid, so it is shared by every worker and every grading
+    on the machine and ends with its holder, even one that was killed. Whatever a dead holder's
+    runner left is swept before the uid is handed out again.
+    """
+    LEASES.mkdir(mode=0o700, exist_ok=True)
+    start = (os.getpid() * 7) % UID_COUNT  # spread the workers' first tries over the range
+    for offset in range(UID_COUNT):
+        uid = UID_BASE + (start + offset) % UID_COUNT
+        fd = os.open(str(LEASES / str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                continue
+            raise
+        try:
+            if _has_account(uid):
+                continue
+            user = RunnerUser(uid, uid)
+            sweep(user)
+            try:
+                yield user
+            finally:
+                sweep(user)  # before the lease ends: the next holder starts with nothing of ours
+            return
+        finally:
+            os.close(fd)
+    raise RuntimeError("no free runner uid in %d..%d" % (UID_BASE, UID_BASE + UID_COUNT - 1))
+
+
+def _has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+def processes_of(user: RunnerUser) -> List[int]:
+    """Live processes whose real or effective uid is the runner's (zombies are already dead)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % name) as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue  # gone meanwhile
+        uids = fields.get("Uid", "").split()
+        if fields.get("State", "").strip().startswith("Z") or len(uids) < 2:
+            continue
+        if str(user.uid) in uids[:2]:
+            found.append(int(name))
+    return found
+
+
+def sweep(user: RunnerUser, patience_s: float = 5.0) -> List[int]:
+    """Kill every process of `user` (stopped ones too) and wait until none is left; return who was found."""
+    seen: List[int] = []
+    deadline = time.monotonic() + patience_s
+    while True:
+        victims = processes_of(user)  # again each round: a process may fork while we kill
+        if not victims or time.monotonic() >= deadline:
+            return seen
+        for pid in victims:
+            if pid not in seen:
+                seen.append(pid)
+            for signum in (signal.SIGKILL, signal.SIGCONT):
+                try:
+                    os.kill(pid, signum)
+                except OSError:
+                    pass
+        time.sleep(0.01)
+
+
+def hand_over(paths: List[Path], user: Optional[RunnerUser]) -> None:
+    """Make `paths`, and everything below them, the runner's (a test may have written some as root)."""
+    if user is None:
+        return
+    for top in paths:
+        if not top.exists():
+            continue
+        for path in [str(top)] + [os.path.join(f, n) for f, dirs, files in os.walk(str(top)) for n in dirs + files]:
+            try:
+                os.lchown(path, user.uid, user.gid)
+            except OSError:
+                continue  # gone meanwhile, or a read-only mount (a runner.py mounted :ro): it only reads it
