@@ -69,10 +69,16 @@ def missing_capabilities() -> List[str]:
     return sorted(name for name, bit in CAPABILITIES.items() if not effective >> bit & 1)
 
 
-def decide(choice: str, user_namespace: bool) -> "tuple[str, str]":
-    """(OWN or GRADER, why) for `--runner-user CHOICE`; raises ValueError when OWN is impossible."""
+def decide(choice: str, user_namespace: bool, closed: Optional[Path] = None) -> "tuple[str, str]":
+    """(OWN or GRADER, why) for `--runner-user CHOICE`; raises ValueError when OWN is impossible.
+
+    `closed`: a folder on the way to the lab that other users cannot pass and that may not be
+    changed (the real /root in shared mode on a machine that is not a grading image).
+    """
     missing = missing_capabilities()
-    if user_namespace:
+    if closed is not None:
+        why_not = "%s is closed to other users, and shared mode does not change the machine" % closed
+    elif user_namespace:
         why_not = "the grader is not root, so it has no other uid to give the runner"
     elif missing:
         why_not = "the grader lacks the capabilities %s (a container run with --cap-drop ALL?)" % ", ".join(
@@ -191,3 +197,14 @@ def hand_over(paths: List[Path], user: Optional[RunnerUser]) -> None:
                 os.lchown(path, user.uid, user.gid)
             except OSError:
                 continue  # gone meanwhile, or a read-only mount (a runner.py mounted :ro): it only reads it
+
+
+def closed_ancestor(path: Path) -> Optional[Path]:
+    """The first existing folder above `path` that other users may not pass through, if any."""
+    for folder in reversed(path.parents):
+        try:
+            if not os.stat(str(folder)).st_mode & 0o001:
+                return folder
+        except OSError:
+            return None
+    return None

@@ -19,7 +19,7 @@ from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
 from conformance.restore import Snapshot
-from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, LabMaker, probe_namespace
+from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, LabMaker, probe_namespace
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
@@ -101,8 +101,12 @@ def _decide(config: pytest.Config) -> Dict:
     plan, why_not = probe_namespace() if wanted != SHARED else (None, "shared mode was asked for")
     if wanted == NAMESPACE and plan is None:
         raise pytest.UsageError("namespace isolation is not possible here: %s" % why_not)
+    # In shared mode the runner's uid must reach the real lab (an image opens /root for it).
+    closed = identity.closed_ancestor(SUB_DIR) if plan is None else None
     try:
-        user, why_not_own = identity.decide(config.getoption("--runner-user"), bool(plan and plan.user_namespace))
+        user, why_not_own = identity.decide(
+            config.getoption("--runner-user"), bool(plan and plan.user_namespace), closed
+        )
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     return {

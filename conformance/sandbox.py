@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence
 
-from conformance.identity import RunnerUser, hand_over
+from conformance.identity import RunnerUser, closed_ancestor, hand_over
 
 SUB_DIR = Path("/root/pyops/sub")
 STATE_DIR = SUB_DIR / "state"
@@ -336,7 +336,7 @@ class LabMaker:
 
     @contextlib.contextmanager
     def lab(self, user: Optional[RunnerUser] = None) -> Iterator[Lab]:
-        root = Path(tempfile.mkdtemp(prefix="pyops-lab-"))
+        root = Path(tempfile.mkdtemp(prefix="pyops-lab-", dir=labs_folder(user)))
         lock = SharedLock() if self.mode == SHARED else None
         try:
             if lock is not None:
@@ -349,6 +349,15 @@ class LabMaker:
                 lock.__exit__()
                 lock.close()
             remove_tree(root)
+
+
+def labs_folder(user: Optional[RunnerUser]) -> str:
+    """Where labs are made: the temporary folder, unless the runner's uid could not pass through it."""
+    candidates = [tempfile.gettempdir()] + (["/tmp", "/var/tmp"] if user is not None else [])
+    for folder in candidates:
+        if user is None or closed_ancestor(Path(folder) / "lab") is None:
+            return folder
+    raise OSError("no temporary folder that the runner's uid can reach (tried %s)" % ", ".join(candidates))
 
 
 def remove_tree(root: Path) -> None:

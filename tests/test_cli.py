@@ -136,9 +136,12 @@ sys.exit(0 if second_round else rc)
 """
 
 
-def test_repeat_lists_the_checks_that_varied_and_exits_2(tmp_path):
+def test_repeat_lists_the_checks_that_varied_and_exits_2(tmp_path, drop_box):
     runner = tmp_path / "sometimes_wrong.py"
-    runner.write_text(SOMETIMES_WRONG % str(tmp_path / "rounds"))
+    rounds = drop_box / "rounds"
+    rounds.touch()
+    rounds.chmod(0o666)  # each check's runner has a uid of its own
+    runner.write_text(SOMETIMES_WRONG % str(rounds))
     graded = grade(tmp_path, runner, "--repeat", "3", "-k", "exit_code_passes_through", workers=0)
     assert graded.rc == 2, graded.explain()
     varied = graded.report["repeat"]["varied"]

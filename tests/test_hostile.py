@@ -8,11 +8,9 @@ process of the session running.
 
 import hashlib
 import os
-import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -120,15 +118,6 @@ def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch,
 # ------------------------------------------------------------------ runners that attack the grader
 # Each was measured to win before runners got a user of their own: full marks without writing the
 # lab, a killed grader, rewritten reports. Now each must end in exit 1 with a report.
-
-
-@pytest.fixture
-def drop_box():
-    """A folder any user may write to (the runner's uid cannot reach the test's own tmp_path)."""
-    folder = Path(tempfile.mkdtemp(prefix="pyops-drop-"))
-    folder.chmod(0o777)
-    yield folder
-    shutil.rmtree(str(folder), ignore_errors=True)
 
 
 def reference_copies():

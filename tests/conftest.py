@@ -1,0 +1,17 @@
+"""Fixtures shared by the project's own tests."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def drop_box():
+    """A folder every user may write to: a runner under test has a uid of its own, which cannot
+    reach the test's tmp_path (pytest makes it private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="pyops-drop-", dir="/tmp"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(str(folder), ignore_errors=True)
