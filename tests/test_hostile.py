@@ -166,8 +166,16 @@ def test_a_runner_cannot_win_by_attacking_the_grader(tmp_path, name):
 def test_a_daemon_that_empties_its_environment_does_not_outlive_the_grading(tmp_path, drop_box):
     # Out of the token tracking (no environment at all), it waits for the grading to end, then
     # writes. Every process of the check's uid is killed when the check ends, so it never does.
-    late = drop_box / "written-after-the-grading"
-    daemon = "import os, time\ntime.sleep(6)\nopen(%r, 'w').write('still here')\n" % str(late)
+    late, pid_file = drop_box / "written-after-the-grading", drop_box / "daemon.pid"
+    daemon = (
+        "import os, time\nopen(%r, 'a').write('%%d\\n' %% os.getpid())\ntime.sleep(6)\nopen(%r, 'w').write('here')\n"
+        % (
+            str(pid_file),
+            str(late),
+        )
+    )
+    pid_file.touch()
+    pid_file.chmod(0o666)
     runner = tmp_path / "runner.py"
     runner.write_text(
         "import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
@@ -175,10 +183,12 @@ def test_a_daemon_that_empties_its_environment_does_not_outlive_the_grading(tmp_
     )
     graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
     assert graded.rc == 1, graded.explain()
+    daemons = [int(line) for line in pid_file.read_text().split()]
+    assert daemons, "the runner never started its daemon"
+    alive = [pid for pid in daemons if _owned_by_a_runner_uid(str(pid))]
+    assert not alive, "daemons of the runner still running after the grading: %s" % alive
     time.sleep(7)
     assert not late.exists(), "a process of the runner lived on after the grading and wrote %s" % late
-    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _owned_by_a_runner_uid(pid)]
-    assert not left, "processes of runner uids left: %s" % left
 
 
 def _owned_by_a_runner_uid(pid):
