@@ -8,7 +8,9 @@ BIN = "/opt/fixtures/pyops/bin"
 FLAKY = BIN + "/flaky.sh"
 HANG = BIN + "/hang.sh"
 APPLY = BIN + "/apply.sh"
-# The interpreter running the suite: for commands that need Python (exact bytes, signals).
+# The interpreter for commands that need Python (exact bytes, signals): the one that runs the
+# runner (set by the plugin), which the runner's own uid can always start; the suite's own
+# interpreter may sit in a folder closed to it (tox keeps its venvs in a private .tox).
 PY = sys.executable
 
 

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conformance import expect, identity, report
+from conformance import commands, expect, identity, report
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
@@ -83,8 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything
         config.pyops = dict(workerinput["pyops"])  # type: ignore[attr-defined]
         os.environ[SESSION_VAR] = config.pyops["session"]  # type: ignore[attr-defined]
+        commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
         return
     config.pyops = _decide(config)  # type: ignore[attr-defined]
+    commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")

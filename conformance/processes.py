@@ -13,7 +13,6 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -503,7 +502,7 @@ class Driver:
             "open(%r, 'w').close()\n"
             "time.sleep(600)\n" % (str(self.lab.state / "lock"), mode, str(ready))
         )
-        return self.helper([sys.executable, "-c", code], ready=ready)
+        return self.helper([self.python, "-c", code], ready=ready)  # the runner's interpreter: its uid can run it
 
     def lock_is_free(self) -> bool:
         """Could another process take LOCK_EX | LOCK_NB on state/lock right now?"""
