@@ -11,10 +11,10 @@ own:
 * the lab's folders are handed to the uid; the grader's files are not writable by it, and the
   reference is hidden from it (sandbox.py).
 
-In namespace mode every check leases a uid of its own from a range that no account uses; in
-shared mode (one check at a time) all checks use the image's `pyops-runner` account, or the first
-uid of the range. The grader needs root with the capabilities to switch and to manage what the
-runner leaves (CAPABILITIES); without them the runner can only run as the grader's own user.
+Every check leases a uid of its own from a range that no account uses, in shared mode too (two
+gradings on one machine must never sweep each other's runners). The grader needs root with the
+capabilities to switch and to manage what the runner leaves (CAPABILITIES); without them the
+runner can only run as the grader's own user.
 """
 
 import contextlib
@@ -32,7 +32,6 @@ from typing import Iterator, List, Optional
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
 UID_BASE = 1_900_000_000
 UID_COUNT = 4096
-ACCOUNT = "pyops-runner"  # the image's fixed account for shared mode
 LEASES = Path(tempfile.gettempdir()) / "pyops-conformance-uids"
 
 OWN, GRADER, AUTO = "own", "grader", "auto"
@@ -93,15 +92,6 @@ def decide(choice: str, user_namespace: bool, closed: Optional[Path] = None) -> 
     if choice == OWN:
         raise ValueError("cannot run the runner as a user of its own: %s" % why_not)
     return GRADER, why_not
-
-
-def fixed_user() -> RunnerUser:
-    """Shared mode's one runner user: the image's account, else the first uid of the range."""
-    try:
-        account = pwd.getpwnam(ACCOUNT)
-        return RunnerUser(account.pw_uid, account.pw_gid)
-    except KeyError:
-        return RunnerUser(UID_BASE, UID_BASE)
 
 
 @contextlib.contextmanager

@@ -228,9 +228,6 @@ def _lab(maker: LabMaker, info: Dict):
     if info["runner_user"] != identity.OWN:
         with maker.lab() as lab:
             yield lab
-    elif info["isolation"] == SHARED:
-        with maker.lab(identity.fixed_user()) as lab:
-            yield lab
     else:
         with identity.leased_user() as user, maker.lab(user) as lab:
             yield lab
