@@ -21,7 +21,7 @@ import conformance
 from conformance import identity
 from conformance.plugin import reference_runner
 from conformance.processes import SESSION_VAR, tagged
-from tests.grading import REFERENCE, REPO, grade
+from tests.grading import REFERENCE, grade
 
 pytestmark = pytest.mark.hostile
 
@@ -121,8 +121,9 @@ def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch,
 
 
 def reference_copies():
-    """Every place this machine keeps the reference: the checkout's and the installed one."""
-    return sorted({str(REFERENCE), str(reference_runner())})
+    """The reference the suite grades with and hides: the installed package's (the checkout's in an
+    editable install). A copy elsewhere that other users may read is the machine's to protect."""
+    return [str(reference_runner())]
 
 
 ATTACKS = {
@@ -133,7 +134,7 @@ ATTACKS = {
     # Puts the suite's own packages on its path and imports the reference from there.
     "imports-the-reference": "import sys\nsys.path[:0] = %r\ntry:\n    from runner.runner import main\n"
     "except ImportError:\n    sys.exit(1)\nsys.exit(main(sys.argv[1:]))\n"
-    % ([str(REPO)] + site.getsitepackages() + [str(reference_runner().parents[1])],),
+    % (site.getsitepackages() + [str(reference_runner().parents[1])],),
     # As root this would kill every process of the machine, so it refuses to run as root.
     "kills-every-process-it-may": "import os, signal, sys\nif os.getuid() == 0:\n    sys.exit(3)\n"
     "os.kill(-1, signal.SIGKILL)\nsys.exit(1)\n",
