@@ -19,7 +19,6 @@ import pytest
 
 import conformance
 from conformance import identity
-from conformance.plugin import reference_runner
 from conformance.processes import SESSION_VAR, tagged
 from tests.grading import REFERENCE, grade
 
@@ -120,21 +119,29 @@ def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch,
 # lab, a killed grader, rewritten reports. Now each must end in exit 1 with a report.
 
 
-def reference_copies():
-    """The reference the suite grades with and hides: the installed package's (the checkout's in an
-    editable install). A copy elsewhere that other users may read is the machine's to protect."""
-    return [str(reference_runner())]
+def graded_reference() -> Path:
+    """The reference as a grading sees it (the installed package), found the way the suite finds it:
+    this test's own process may import the checkout's copy instead (tox runs it from the checkout).
+    A copy elsewhere that other users may read is the machine's to protect (README, Isolation)."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import runner.runner as r; print(r.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+    )
+    return Path(found.stdout.strip()).resolve()
 
 
 ATTACKS = {
     # Runs whichever copy of the reference it can read.
     "runs-the-reference-by-path": "import runpy, sys\nfor path in %r:\n    try:\n"
     "        sys.argv[0] = path\n        runpy.run_path(path, run_name='__main__')\n"
-    "    except (OSError, ImportError):\n        continue\nsys.exit(1)\n" % (reference_copies(),),
+    "    except (OSError, ImportError):\n        continue\nsys.exit(1)\n" % ([str(graded_reference())],),
     # Puts the suite's own packages on its path and imports the reference from there.
     "imports-the-reference": "import sys\nsys.path[:0] = %r\ntry:\n    from runner.runner import main\n"
     "except ImportError:\n    sys.exit(1)\nsys.exit(main(sys.argv[1:]))\n"
-    % (site.getsitepackages() + [str(reference_runner().parents[1])],),
+    % (site.getsitepackages() + [str(graded_reference().parents[1])],),
     # As root this would kill every process of the machine, so it refuses to run as root.
     "kills-every-process-it-may": "import os, signal, sys\nif os.getuid() == 0:\n    sys.exit(3)\n"
     "os.kill(-1, signal.SIGKILL)\nsys.exit(1)\n",
