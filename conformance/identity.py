@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
 UID_BASE = 1_900_000_000
@@ -156,17 +156,19 @@ def processes_of(user: RunnerUser) -> List[int]:
     return found
 
 
-def sweep(user: RunnerUser, patience_s: float = 5.0) -> List[int]:
-    """Kill every process of `user` (stopped ones too) and wait until none is left; return who was found."""
-    seen: List[int] = []
+def sweep(user: RunnerUser, patience_s: float = 5.0) -> None:
+    """Kill every process of `user` (stopped ones too) and wait until none is left."""
+    kill_until_gone(lambda: processes_of(user), patience_s)
+
+
+def kill_until_gone(find: Callable[[], List[int]], patience_s: float) -> None:
+    """SIGKILL (and SIGCONT, for stopped ones) every pid `find` returns, until it returns none."""
     deadline = time.monotonic() + patience_s
     while True:
-        victims = processes_of(user)  # again each round: a process may fork while we kill
+        victims = find()  # again each round: a process may fork while we kill
         if not victims or time.monotonic() >= deadline:
-            return seen
+            return
         for pid in victims:
-            if pid not in seen:
-                seen.append(pid)
             for signum in (signal.SIGKILL, signal.SIGCONT):
                 try:
                     os.kill(pid, signum)

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import psutil
 
 from conformance import expect, timing
-from conformance.identity import RunnerUser, sweep
+from conformance.identity import RunnerUser, kill_until_gone, sweep
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
 
@@ -90,22 +90,25 @@ def runs_as(process: psutil.Process, argv: Sequence[str]) -> bool:
     arguments exactly. A script started through its #! line shows its interpreter first
     (`bash /opt/fixtures/pyops/bin/hang.sh`), so the script itself may stand second.
     """
+    if not argv:
+        return False
     try:
         actual = list(process.cmdline())
     except psutil.Error:
         return False
-    wanted = os.path.basename(argv[0]) if argv else None
-    for shown in (actual, actual[1:]):
-        if len(shown) < len(argv) or not argv or shown[1 : len(argv)] != list(argv[1:]):
-            continue
-        if os.path.basename(shown[0]) == wanted:
-            return True
-    if actual[1 : len(argv)] == list(argv[1:]) and len(actual) >= len(argv) and argv:
-        try:
-            return os.path.basename(process.exe()) == wanted
-        except psutil.Error:
-            return False
-    return False
+    wanted, arguments = os.path.basename(argv[0]), list(argv[1:])
+
+    def same_arguments(shown: List[str]) -> bool:
+        return len(shown) >= len(argv) and shown[1 : len(argv)] == arguments
+
+    if any(same_arguments(shown) and os.path.basename(shown[0]) == wanted for shown in (actual, actual[1:])):
+        return True
+    if not same_arguments(actual):
+        return False
+    try:  # argv[0] set to something else: what the process executes
+        return os.path.basename(process.exe()) == wanted
+    except psutil.Error:
+        return False
 
 
 def all_asleep(pid: int) -> bool:
@@ -127,18 +130,7 @@ def all_asleep(pid: int) -> bool:
 
 def reap(token: str) -> None:
     """Kill every process tagged with `token`, stopped ones included, and wait until gone."""
-    deadline = timing.now() + 5 * timing.SURVIVOR_GRACE_S
-    while True:
-        victims = tagged(token)  # again each round: a process may fork while we kill
-        if not victims or timing.now() >= deadline:
-            return
-        for victim in victims:
-            for signum in (signal.SIGKILL, signal.SIGCONT):
-                try:
-                    victim.send_signal(signum)
-                except psutil.Error:
-                    pass
-        time.sleep(timing.POLL_S)
+    kill_until_gone(lambda: [process.pid for process in tagged(token)], 5 * timing.SURVIVOR_GRACE_S)
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):

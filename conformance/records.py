@@ -41,7 +41,7 @@ def parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
 
 
-def _ts(value: Any) -> datetime:
+def _ts(key: str, value: Any) -> datetime:
     if not isinstance(value, str):
         raise FieldProblem("ts an ISO 8601 string", "ts %s" % _typed(value))
     try:
@@ -50,28 +50,28 @@ def _ts(value: Any) -> datetime:
         raise FieldProblem("ts in ISO 8601 (datetime.fromisoformat parses it)", "ts %s" % _typed(value)) from None
 
 
-def _cmd(value: Any) -> List[str]:
+def _cmd(key: str, value: Any) -> List[str]:
     if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
         raise FieldProblem("cmd a list of strings", "cmd %s" % _typed(value))
     return value
 
 
-def _counting(minimum: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
+def _counting(minimum: int) -> Callable[[str, Any], int]:
+    def check(key: str, value: Any) -> int:
         if not is_int(value) or value < minimum:
-            raise FieldProblem("an int of at least %d" % minimum, _typed(value))
+            raise FieldProblem("%s an int of at least %d" % (key, minimum), "%s %s" % (key, _typed(value)))
         return value
 
     return check
 
 
-def _int(value: Any) -> int:
+def _int(key: str, value: Any) -> int:
     if not is_int(value):
-        raise FieldProblem("an int", _typed(value))
+        raise FieldProblem("%s an int" % key, "%s %s" % (key, _typed(value)))
     return value
 
 
-_FIELDS: Dict[str, Callable[[Any], Any]] = {
+_FIELDS: Dict[str, Callable[[str, Any], Any]] = {
     "ts": _ts,
     "cmd": _cmd,
     "attempt": _counting(1),
@@ -122,16 +122,8 @@ class Record:
             raise FieldProblem("a JSON object", self.problem or "no object")
         if key not in self.value:
             raise FieldProblem("the key %r" % key, "keys: %s" % (", ".join(sorted(self.value)) or "(none)"))
-        value = self.value[key]
         check = _FIELDS.get(key)
-        if check is None:
-            return value
-        try:
-            return check(value)
-        except FieldProblem as problem:
-            if problem.expected.startswith("an int"):  # name the key: "rc an int", not just "an int"
-                raise FieldProblem("%s %s" % (key, problem.expected), "%s %s" % (key, problem.actual)) from None
-            raise
+        return self.value[key] if check is None else check(key, self.value[key])
 
     def shown(self, limit: int = 160) -> str:
         """The line as it is in the file, cut to `limit` characters, for a failure message."""

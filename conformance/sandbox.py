@@ -97,14 +97,13 @@ class MountPlan:
         for target in LAB_PATHS:
             # The topmost ancestor that another user cannot pass through (/root is 0700) is
             # covered too, so that it can be opened to the runner's own uid in the namespace only.
-            closed = [p for p in reversed(target.parents) if p.is_dir() and not os.stat(str(p)).st_mode & 0o001]
-            parent = closed[0] if closed else (target if target.is_dir() else _nearest_existing(target))
+            parent = closed_ancestor(target) or (target if target.is_dir() else _nearest_existing(target))
             if parent == target:
                 continue
             if parent == Path("/"):
                 # An overlay on / would hide /proc and /dev; no namespace mode on such a machine.
                 raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
-            if not any(parent == o or o in parent.parents for o in overlays):
+            if not _covered(parent, overlays):
                 overlays = [o for o in overlays if parent not in o.parents] + [parent]
         return cls(overlays=overlays, user_namespace=os.geteuid() != 0, hidden=[p for p in hidden if p.is_dir()])
 
@@ -141,11 +140,16 @@ class MountPlan:
         for target in LAB_PATHS:  # passable for the runner's uid: changes the overlays' copies only
             for ancestor in target.parents:
                 mode = os.stat(str(ancestor)).st_mode
-                if not mode & 0o001 and any(ancestor == o or o in ancestor.parents for o in self.overlays):
+                if not mode & 0o001 and _covered(ancestor, self.overlays):
                     os.chmod(str(ancestor), (mode & 0o7777) | 0o001)
         for folder in self.hidden:
             _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
         os.chdir(str(SUB_DIR))
+
+
+def _covered(path: Path, overlays: Sequence[Path]) -> bool:
+    """Is `path` one of `overlays` or below one of them?"""
+    return any(path == overlay or overlay in path.parents for overlay in overlays)
 
 
 def _write(path: str, text: str) -> None:
