@@ -150,7 +150,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput"):
         return
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         # Turn these into KeyboardInterrupt so pytest unwinds as on Ctrl-C: fixtures clean up,
         # the session's processes are reaped, the lab is put back and the partial report written.
         signal.signal(signum, _interrupt)
@@ -158,8 +158,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.pyops_snapshot = Snapshot.take(LAB_PATHS)  # type: ignore[attr-defined]
 
 
+_interrupted_by: List[int] = []
+
+
 def _interrupt(signum, frame):
+    _interrupted_by.append(signum)
     raise KeyboardInterrupt("signal %d" % signum)
+
+
+def pytest_runtest_logfinish() -> None:
+    # A KeyboardInterrupt raised where Python cannot propagate it (a fork handler, a finalizer)
+    # is printed as "ignored" and lost; the signal is not: the session stops after this check.
+    if _interrupted_by:
+        raise KeyboardInterrupt("signal %d" % _interrupted_by[0])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: List[pytest.Item]) -> None:

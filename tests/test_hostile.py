@@ -185,9 +185,14 @@ def test_a_daemon_that_empties_its_environment_does_not_outlive_the_grading(tmp_
     pid_file.touch()
     pid_file.chmod(0o666)
     runner = tmp_path / "runner.py"
+    # The runner ends only once its daemon has written its pid: the check must end while the
+    # daemon is alive, or there is nothing to prove.
     runner.write_text(
-        "import os, sys\nif os.fork() == 0:\n    os.setsid()\n"
-        "    os.execve(sys.executable, [sys.executable, '-c', %r], {})\nsys.exit(1)\n" % daemon
+        "import os, sys, time\npid = os.fork()\nif pid == 0:\n    os.setsid()\n"
+        "    os.execve(sys.executable, [sys.executable, '-c', %r], {})\n"
+        "deadline = time.time() + 20\n"
+        "while str(pid) not in open(%r).read().split() and time.time() < deadline:\n"
+        "    time.sleep(0.02)\nsys.exit(1)\n" % (daemon, str(pid_file))
     )
     graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
     assert graded.rc == 1, graded.explain()

@@ -96,3 +96,20 @@ def test_an_interrupted_session_puts_everything_back_and_reports(machine, signum
     assert unchanged(), "the learner's folders differ after an interrupted session"
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["isolation"] == "shared"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_lost_where_python_ignores_exceptions_still_stops_the_session(monkeypatch):
+    # A signal that lands in a fork handler or a finalizer raises a KeyboardInterrupt that Python
+    # prints as "ignored"; the session must stop at the end of the check all the same.
+    from conformance import plugin
+
+    monkeypatch.setattr(plugin, "_interrupted_by", [])
+
+    class Finalized:
+        def __del__(self):
+            plugin._interrupt(signal.SIGTERM, None)
+
+    Finalized()
+    with pytest.raises(KeyboardInterrupt):
+        plugin.pytest_runtest_logfinish()
