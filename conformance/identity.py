@@ -18,6 +18,8 @@ runner can only run as the grader's own user.
 """
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import fcntl
 import os
@@ -40,6 +42,8 @@ CHOICES = (AUTO, OWN, GRADER)
 # What the grader must hold to run a runner as another uid and clean up after it (Linux
 # capability numbers): switch uid and gid, signal it, and own, read and remove what it wrote.
 CAPABILITIES = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,35 @@ def processes_of(user: RunnerUser) -> List[int]:
         if str(user.uid) in uids[:2]:
             found.append(int(name))
     return found
+
+
+def owner_of(pid: int) -> Optional[RunnerUser]:
+    """The runner user process `pid` runs as (real, effective and saved ids alike), if it is one."""
+    try:
+        with open("/proc/%d/status" % pid) as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        uids = {int(uid) for uid in fields["Uid"].split()[:3]}
+        gids = {int(gid) for gid in fields["Gid"].split()[:3]}
+    except (OSError, KeyError, ValueError):
+        return None
+    if len(uids) != 1 or len(gids) != 1:
+        return None
+    uid, gid = uids.pop(), gids.pop()
+    return RunnerUser(uid, gid) if UID_BASE <= uid < UID_BASE + UID_COUNT else None
+
+
+@contextlib.contextmanager
+def file_access_as(user: RunnerUser) -> Iterator[None]:
+    """Open files with `user`'s file-system ids, in this thread only (needs CAP_SETUID, CAP_SETGID)."""
+    gid_before = _libc.setfsgid(user.gid)
+    uid_before = _libc.setfsuid(user.uid)
+    try:
+        if _libc.setfsuid(-1) != user.uid:  # setfsuid reports no errors: read the id back
+            raise PermissionError(errno.EPERM, "cannot take the file-system ids of uid %d" % user.uid)
+        yield
+    finally:
+        _libc.setfsuid(uid_before)
+        _libc.setfsgid(gid_before)
 
 
 def sweep(user: RunnerUser, patience_s: float = 5.0) -> None:

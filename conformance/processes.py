@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import psutil
 
-from conformance import expect, timing
+from conformance import expect, identity, timing
 from conformance.identity import RunnerUser, kill_until_gone, sweep
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
@@ -49,8 +49,7 @@ def tagged(token: str) -> List[psutil.Process]:
     prefix = ("\0%s=%s." % (TOKEN_VAR, token)).encode()
     for process in psutil.process_iter():
         try:
-            with open("/proc/%d/environ" % process.pid, "rb") as handle:
-                environ = b"\0" + handle.read() + b"\0"
+            environ = b"\0" + _environ(process.pid) + b"\0"
             if exact not in environ and prefix not in environ:
                 continue
             if process.status() != psutil.STATUS_ZOMBIE:
@@ -58,6 +57,24 @@ def tagged(token: str) -> List[psutil.Process]:
         except (OSError, psutil.Error):
             continue  # gone meanwhile, or not ours to read
     return found
+
+
+def _environ(pid: int) -> bytes:
+    """Process `pid`'s environment block (raises OSError when it cannot be read)."""
+    path = "/proc/%d/environ" % pid
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except PermissionError:
+        # Root without CAP_SYS_PTRACE (a container's default set) may read the environment only
+        # of processes whose ids its file-system ids match: a runner's, for the moment of the open.
+        owner = identity.owner_of(pid)
+        if owner is None:
+            raise
+        with identity.file_access_as(owner):
+            handle = open(path, "rb")
+        with handle:
+            return handle.read()
 
 
 def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:

@@ -1,5 +1,6 @@
 """The harness's observations of processes: what a process runs, when it started, whether it waits."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -8,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from conformance import timing
-from conformance.processes import all_asleep, runs_as
+from conformance import identity, timing
+from conformance.processes import TOKEN_VAR, all_asleep, runs_as
 
 FIXTURES = "/opt/fixtures/pyops/bin"
 
@@ -89,3 +90,26 @@ def test_all_asleep_looks_at_every_thread(spawn):
     time.sleep(0.3)
     # The main thread sleeps, the other one spins: not waiting.
     assert not all(all_asleep(process.pid) for _ in range(20))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as a runner uid")
+def test_a_runner_is_tracked_by_its_token_without_cap_sys_ptrace():
+    # A container's default capabilities lack CAP_SYS_PTRACE, without which root may not read
+    # the environment of another uid's process: the harness reads it with the runner's ids.
+    user = identity.RunnerUser(identity.UID_BASE + identity.UID_COUNT - 1, identity.UID_BASE + identity.UID_COUNT - 1)
+    token = "test-%d" % os.getpid()
+    runner = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin", TOKEN_VAR: token}, preexec_fn=user.drop)
+    probe = "from conformance.processes import tagged; print(len(tagged(%r)))" % token
+    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)  # what the image has
+    try:
+        counted = subprocess.run(
+            ["setpriv", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps]
+            + [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+        )
+        with_ptrace = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    finally:
+        runner.kill()
+        runner.wait()
+    assert (counted.stdout.strip(), with_ptrace.stdout.strip()) == ("1", "1"), counted.stderr
