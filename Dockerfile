@@ -1,5 +1,5 @@
 # The pyops lab's grading image: Debian's python3, the conformance suite and the lab's paths.
-#   docker build -t pyops-lab .
+#   docker build -t pyops-lab .                  (grading; `--target lab` for a learner's lab)
 #   docker run --rm -v "$PWD/runner.py:/root/pyops/sub/runner.py:ro" -v "$PWD/results:/results" pyops-lab
 # Plain Dockerfile syntax (no RUN --mount, no COPY --chmod), so the legacy builder and BuildKit
 # both build it. See docker/README-section.md.
@@ -19,35 +19,53 @@ RUN set -eu; \
     python3 -m venv /opt/pyops-lab/venv; \
     PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/pyops-lab/venv/bin/pip install /src; \
     /opt/pyops-lab/venv/bin/pip uninstall -y -q pip setuptools; \
+    site=$(/opt/pyops-lab/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+    mkdir -p /out/reference; mv "$site/runner" /out/reference/; \
     install -D -m 0755 /src/docker/entrypoint.sh /out/pyops-grade; \
     install -d -m 0755 /out/bin; \
     install -m 0755 /src/fixtures/pyops/bin/*.sh /out/bin/
 
-# ---- the image: python3, tini and the lab's paths, owned by root and writable by their owner,
-# so grading works even with --cap-drop ALL (no CAP_DAC_OVERRIDE). procps: ps/pgrep/pkill for
-# learners debugging in `docker run -it pyops-lab bash` (the suite itself uses psutil) ----
-FROM ${BASE}
+# ---- lab: the environment a learner works in (`docker build --target lab`): python3, tini, the
+# fixtures, the lab's folders and the suite for self-checks, but no reference runner. procps:
+# ps/pgrep/pkill for debugging in `docker run -it ... bash` (the suite itself uses psutil) ----
+FROM ${BASE} AS lab
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 tini procps \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY --from=build /opt/pyops-lab/venv /opt/pyops-lab/venv
 COPY --from=build /out/bin/ /opt/fixtures/pyops/bin/
 COPY --from=build /out/pyops-grade /usr/local/bin/pyops-grade
+# Runner uids of the image's own range: a host that also grades outside containers sees these
+# processes, and must never sweep them as its own runners' (see conformance/identity.py).
 ENV PATH=/opt/pyops-lab/venv/bin:$PATH \
     LANG=C.UTF-8 \
-    PYTHONDONTWRITEBYTECODE=1
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYOPS_RUNNER_UIDS=1900100000
 WORKDIR /root/pyops/sub
+# /root 0711: each runner runs as a uid of its own, which must pass through /root to the lab
+# (but not list it). state/ present and empty, as a learner finds the lab.
+RUN set -eu; \
+    chmod 0711 /root; \
+    mkdir -p -m 0755 /root/pyops/sub/state; \
+    python3 -c 'import conformance.plugin, xdist, psutil'; \
+    pyops-conformance --help >/dev/null
+# tini is PID 1: it reaps the orphans a runner under test leaves (zombies would count as left-over
+# processes) and passes docker stop's SIGTERM on to the grading, which then restores the lab.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/pyops-grade"]
+
+# ---- the grading image (the default target): the lab plus the reference runner, readable by
+# root only, so no runner under test (each runs as a uid of its own) can hand it in as its own ----
+FROM lab
+COPY --from=build /out/reference/ /opt/pyops-lab/reference/
 # Smoke check: the bundled reference runs a command and logs it; then the lab is left exactly as
 # a learner finds it (no runs.jsonl, state/ present and empty).
 RUN set -eu; \
-    mkdir -p -m 0755 /root/pyops/sub/state; \
+    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+    mv /opt/pyops-lab/reference/runner "$site/runner"; \
+    rmdir /opt/pyops-lab/reference; \
+    chmod -R go-rwx "$site/runner"; \
     reference=$(python3 -c 'import runner.runner as r; print(r.__file__)'); \
     python3 "$reference" run -- true; \
     python3 -c 'import json; [json.loads(l) for l in open("/root/pyops/sub/runs.jsonl")]'; \
     rm -f /root/pyops/sub/runs.jsonl; \
-    test -z "$(ls -A /root/pyops/sub/state)"; \
-    python3 -c 'import conformance.plugin, xdist, psutil'; \
-    pyops-conformance --help >/dev/null
-# tini is PID 1: it reaps the orphans a runner under test leaves (zombies would count as left-over
-# processes) and passes docker stop's SIGTERM on to the suite, which then restores the lab.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/pyops-grade"]
+    test -z "$(ls -A /root/pyops/sub/state)"

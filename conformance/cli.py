@@ -13,7 +13,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -138,10 +137,6 @@ def plugin_is_installed() -> bool:
 
 
 def validate(options: argparse.Namespace) -> None:
-    if options.runner and not Path(options.runner).is_file():
-        raise UsageError("runner file not found: %s" % options.runner)
-    if options.python and not shutil.which(options.python):
-        raise UsageError("python interpreter not found: %s" % options.python)
     from conformance.clauses import CLAUSES, STEPS
 
     for clause in options.clause:
@@ -154,6 +149,13 @@ def validate(options: argparse.Namespace) -> None:
     for path in (options.json, options.junit, options.gradescope):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError("no folder for the report file: %s" % path)
+    # What the plugin will decide again once pytest runs; refused here, it is said in one line.
+    from conformance.plugin import Refused, decide
+
+    try:
+        decide(options.runner, options.python, options.isolation, options.runner_user)
+    except Refused as refusal:
+        raise UsageError(str(refusal)) from None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

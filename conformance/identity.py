@@ -25,6 +25,7 @@ import fcntl
 import os
 import pwd
 import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,8 +33,29 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
-UID_BASE = 1_900_000_000
+# A machine that grades both on the host and in containers needs two ranges: the host sees the
+# containers' processes, so a host sweep would kill a container's runner of the same uid (and a
+# host runner's kill(-1) would reach it). The grading image sets its own (PYOPS_RUNNER_UIDS).
+DEFAULT_UID_BASE = 1_900_000_000
 UID_COUNT = 4096
+
+
+def _uid_base() -> int:
+    value = os.environ.get("PYOPS_RUNNER_UIDS", "")
+    try:
+        base = int(value) if value else DEFAULT_UID_BASE
+    except ValueError:
+        base = -1
+    if not 100_000 <= base <= 2**31 - 1 - UID_COUNT:
+        sys.stderr.write(
+            "pyops-conformance: PYOPS_RUNNER_UIDS=%r: give the first uid of a free range of %d, like %d\n"
+            % (value, UID_COUNT, DEFAULT_UID_BASE)
+        )
+        raise SystemExit(2)
+    return base
+
+
+UID_BASE = _uid_base()
 LEASES = Path(tempfile.gettempdir()) / "pyops-conformance-uids"
 
 OWN, GRADER, AUTO = "own", "grader", "auto"
@@ -84,8 +106,9 @@ def decide(choice: str, user_namespace: bool, closed: Optional[Path] = None) -> 
     elif user_namespace:
         why_not = "the grader is not root, so it has no other uid to give the runner"
     elif missing:
-        why_not = "the grader lacks the capabilities %s (a container run with --cap-drop ALL?)" % ", ".join(
-            "CAP_" + name for name in missing
+        why_not = "the grader lacks the capabilities %s (in a container: docker run ... %s)" % (
+            ", ".join("CAP_" + name for name in missing),
+            " ".join("--cap-add " + name for name in missing),
         )
     else:
         why_not = ""

@@ -24,9 +24,15 @@ from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, LabMaker,
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
 
-def reference_runner() -> Path:
-    import runner.runner
+NO_REFERENCE = "no runner to grade: give --runner FILE (this installation has no bundled reference runner)"
 
+
+def reference_runner() -> Optional[Path]:
+    """The bundled reference runner, or None in an installation without it (the lab image)."""
+    try:
+        import runner.runner
+    except ImportError:
+        return None
     return Path(runner.runner.__file__).resolve()
 
 
@@ -85,36 +91,52 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SESSION_VAR] = config.pyops["session"]  # type: ignore[attr-defined]
         commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
         return
-    config.pyops = _decide(config)  # type: ignore[attr-defined]
+    try:
+        config.pyops = decide(  # type: ignore[attr-defined]
+            config.getoption("--runner"),
+            config.getoption("--runner-python"),
+            config.getoption("--lab-isolation"),
+            config.getoption("--runner-user"),
+        )
+    except Refused as refusal:
+        raise pytest.UsageError(str(refusal)) from None
+    config.pyops["profile"] = config.getoption("--lab-profile")  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")
 
 
-def _decide(config: pytest.Config) -> Dict:
-    runner_file = Path(config.getoption("--runner") or reference_runner())
+class Refused(Exception):
+    """The grading cannot run as asked (the message says why, in one line)."""
+
+
+def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_user: str) -> Dict:
+    """What runs what, and how: the runner file, its interpreter, the isolation, the runner's user.
+
+    Called by the CLI before pytest starts (to refuse in one line) and by pytest_configure.
+    """
+    chosen = runner or reference_runner()
+    if chosen is None:
+        raise Refused(NO_REFERENCE)
+    runner_file = Path(chosen)
     if not runner_file.is_file():
-        raise pytest.UsageError("runner file not found: %s" % runner_file)
-    python = config.getoption("--runner-python") or base_interpreter()
+        raise Refused("runner file not found: %s" % runner_file)
+    python = python or base_interpreter()
     if not shutil.which(python):
-        raise pytest.UsageError("python interpreter not found: %s" % python)
-    wanted = config.getoption("--lab-isolation")
-    plan, why_not = probe_namespace() if wanted != SHARED else (None, "shared mode was asked for")
-    if wanted == NAMESPACE and plan is None:
-        raise pytest.UsageError("namespace isolation is not possible here: %s" % why_not)
+        raise Refused("python interpreter not found: %s" % python)
+    plan, why_not = probe_namespace() if isolation != SHARED else (None, "shared mode was asked for")
+    if isolation == NAMESPACE and plan is None:
+        raise Refused("namespace isolation is not possible here: %s" % why_not)
     # In shared mode the runner's uid must reach the real lab (an image opens /root for it).
     closed = identity.closed_ancestor(SUB_DIR) if plan is None else None
     try:
-        user, why_not_own = identity.decide(
-            config.getoption("--runner-user"), bool(plan and plan.user_namespace), closed
-        )
+        user, why_not_own = identity.decide(runner_user, bool(plan and plan.user_namespace), closed)
     except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
+        raise Refused(str(error)) from None
     return {
         "runner": str(runner_file.resolve()),
         "python": shutil.which(python),
-        "profile": config.getoption("--lab-profile"),
         "isolation": NAMESPACE if plan is not None else SHARED,
         "why_not_namespace": why_not,
         "runner_user": user,
@@ -250,7 +272,8 @@ def _session_parts(config: pytest.Config):
     if parts is None:
         info = config.pyops  # type: ignore[attr-defined]
         # The reference stays hidden from runners (in namespace mode; the image makes it unreadable).
-        hidden = [reference_runner().parent] if info["runner_user"] == identity.OWN else []
+        reference = reference_runner()
+        hidden = [reference.parent] if reference is not None and info["runner_user"] == identity.OWN else []
         parts = (LabMaker(info["isolation"], Path(info["runner"]), hidden), Canary())
         config._pyops_parts = parts  # type: ignore[attr-defined]
     return parts

@@ -10,7 +10,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 image=${PYOPS_IMAGE:-pyops-lab:ci}
-hardened=(--network none --cap-drop ALL --security-opt no-new-privileges --pids-limit 512 --memory 1g)
+source "$repo/docker/flags.sh"
 work=$(mktemp -d /tmp/pyops-ci.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -30,14 +30,15 @@ ca_args=()
 if [ -r "$ca" ]; then
     ca_args=(-C "$(dirname "$ca")" --transform "s,^$(basename "$ca")\$,.build-ca.pem," "$(basename "$ca")")
 fi
-if tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./results --exclude=__pycache__ \
-       --exclude='*.egg-info' -cf - . "${ca_args[@]}" | docker build -t "$image" - >"$work/build.log" 2>&1
-then
-    pass "docker build ($image)"
-else
-    tail -30 "$work/build.log"
-    die "docker build failed"
-fi
+build() {  # build TAG [DOCKER BUILD ARGS...]
+    local tag=$1; shift
+    tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./.tox --exclude=./results --exclude=__pycache__ \
+        --exclude='*.egg-info' -cf - . "${ca_args[@]}" | docker build -t "$tag" "$@" - >"$work/build.log" 2>&1
+}
+if build "$image"; then pass "docker build ($image)"
+else tail -30 "$work/build.log"; die "docker build failed"; fi
+if build "$image-lab" --target lab; then pass "docker build --target lab ($image-lab)"
+else tail -30 "$work/build.log"; die "docker build --target lab failed"; fi
 
 size=$(docker image inspect -f '{{.Size}}' "$image")
 if [ "$size" -le $((250 * 1000 * 1000)) ]; then pass "image size $((size / 1000000)) MB <= 250 MB"
@@ -45,15 +46,25 @@ else fail "image size $((size / 1000000)) MB > 250 MB"; fi
 
 # ---- the image as a lab ----------------------------------------------------------------------
 layout=$(docker run --rm "${hardened[@]}" "$image" sh -c \
-    'cat /proc/1/comm; stat -c "%a %U" /opt/fixtures/pyops/bin/*.sh /root/pyops/sub/state; ls -A /root/pyops/sub; ls -A /root/pyops/sub/state')
+    'cat /proc/1/comm; stat -c "%a %U" /root /opt/fixtures/pyops/bin/*.sh /root/pyops/sub/state "$(python3 -c "import runner, os; print(os.path.dirname(runner.__file__))")"; ls -A /root/pyops/sub; ls -A /root/pyops/sub/state')
 expected='tini
+711 root
 755 root
 755 root
 755 root
 755 root
+700 root
 state'
-if [ "$layout" = "$expected" ]; then pass "shell: tini is PID 1, fixtures 0755, sub/ holds only an empty state/"
+if [ "$layout" = "$expected" ]; then pass "shell: tini is PID 1, /root 0711, fixtures 0755, reference 0700, sub/ holds only an empty state/"
 else fail "image layout: got $(echo "$layout" | tr '\n' ' ')"; fi
+
+# ---- the lab image: the suite for self-checks, no reference ------------------------------------
+if docker run --rm --network none "$image-lab" python3 -c 'import runner' 2>/dev/null; then
+    fail "lab image: the reference runner is importable"
+else pass "lab image: no reference runner"; fi
+rc=0; docker run --rm "${hardened[@]}" "$image-lab" --reference >"$work/lab-out" 2>"$work/lab-err" || rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <"$work/lab-err")" = 1 ]; then pass "lab image, --reference: exit 2, $(cat "$work/lab-err")"
+else fail "lab image, --reference: exit $rc, $(head -3 "$work/lab-err")"; fi
 
 # ---- grading ---------------------------------------------------------------------------------
 reference=$(docker run --rm --network none "$image" python3 -c 'import runner.runner as r; print(r.__file__)')
@@ -66,9 +77,10 @@ cmp -s "$work/reference.py" "$work/timeout0/runner.py" && die "sed did not break
 cmp -s "$work/reference.py" "$work/nomarker/runner.py" && die "sed did not break the marker runner"
 
 # grade NAME RUNNER|- [SUITE ARGS...]: run the image hardened, results in $work/NAME; sets $rc.
+drop_mount=()
 grade() {
     local name=$1 runner=$2; shift 2
-    local mounts=(-v "$work/$name/results:/results")
+    local mounts=(-v "$work/$name/results:/results" "${drop_mount[@]}")
     mkdir -p "$work/$name/results"
     [ "$runner" = - ] || mounts+=(-v "$runner:/root/pyops/sub/runner.py:ro")
     rc=0
@@ -120,11 +132,124 @@ if [ "$rc" = 0 ] && docker run --rm --network none -v "$work/reference/results:/
 then pass "--reference -k test_s1: exit 0, only S1 checks graded"
 else fail "--reference -k test_s1: exit $rc or checks other than S1 graded"; fi
 
+rc=0
+docker run --rm --network none --cap-drop ALL --security-opt no-new-privileges \
+    -v "$work/reference.py:/root/pyops/sub/runner.py:ro" "$image" >"$work/nocaps-out" 2>"$work/nocaps-err" || rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <"$work/nocaps-err")" = 1 ] && grep -q -- '--cap-add SETUID' "$work/nocaps-err"; then
+    pass "plain --cap-drop ALL: refused, exit 2 and one line: $(cat "$work/nocaps-err")"
+else fail "plain --cap-drop ALL: exit $rc, stderr: $(head -3 "$work/nocaps-err")"; fi
+
 grade norunner -
 if [ "$rc" = 2 ] && [ "$(wc -l <"$work/norunner/err")" = 1 ] && grep -q 'runner.py:ro' "$work/norunner/err" \
        && [ ! -s "$work/norunner/out" ]
 then pass "no runner mounted: exit 2 and one line: $(cat "$work/norunner/err")"
 else fail "no runner mounted: exit $rc, stderr: $(head -3 "$work/norunner/err")"; fi
+
+# ---- hostile runners: each must end with exit 1, the suite's own reports and nothing left ------
+# check_hostile NAME: results.json and gradescope.json are the suite's (failures counted, the
+# runner's forgeries gone) and agree with the exit code.
+check_hostile() {
+    docker run --rm -i --network none -v "$work/$1/results:/r:ro" "$image" python3 - <<'EOF'
+import json, os
+report = json.load(open("/r/results.json"))
+grades = json.load(open("/r/gradescope.json"))
+failed = report["summary"]["failed"]
+assert failed > 0, "no failure: summary %s" % report["summary"]
+assert len(grades["tests"]) == report["summary"]["total"] == len(report["tests"]), "reports disagree"
+assert grades["score"] < grades["max_score"], "gradescope score %s/%s" % (grades["score"], grades["max_score"])
+assert sorted(os.listdir("/r")) == ["gradescope.json", "results.json"], os.listdir("/r")
+print("%d of %d checks failed" % (failed, report["summary"]["total"]))
+EOF
+}
+
+hostile() {  # hostile NAME WHAT: grade $work/NAME/runner.py on S1 (every check starts it)
+    local name=$1 what=$2 detail
+    chmod a+r "$work/$name/runner.py"
+    mkdir -p -m 0777 "$work/$name/results"  # open to every uid, as a careless grader might leave it
+    grade "$name" "$work/$name/runner.py" --clause S1
+    if [ "$rc" != 1 ]; then
+        fail "hostile runner, $what: exit $rc, expected 1"; tail -5 "$work/$name/err" "$work/$name/out"; return 1
+    fi
+    if detail=$(check_hostile "$name" 2>&1); then pass "hostile runner, $what: exit 1; $detail"
+    else fail "hostile runner, $what: $(echo "$detail" | tail -1)"; return 1; fi
+}
+
+for name in reads-reference imports-reference forges-reports rewrites-suite kills-everyone leaves-daemon drop; do
+    mkdir -p "$work/$name"
+done
+chmod 0777 "$work/drop"
+cat >"$work/reads-reference/runner.py" <<'EOF'
+import glob, runpy, sys
+found = glob.glob("/opt/pyops-lab/venv/lib/python3*/site-packages/runner/runner.py")
+if not found:
+    sys.exit(1)
+sys.argv[0] = found[0]
+runpy.run_path(found[0], run_name="__main__")
+EOF
+cat >"$work/imports-reference/runner.py" <<'EOF'
+import glob, sys
+sys.path[:0] = glob.glob("/opt/pyops-lab/venv/lib/python3*/site-packages")
+from runner.runner import main
+sys.exit(main(sys.argv[1:]))
+EOF
+cat >"$work/forges-reports/runner.py" <<'EOF'
+import json, os
+full = {"score": 162, "max_score": 162, "tests": [], "summary": {"passed": 162, "failed": 0, "total": 162}}
+for name in ("results.json", "gradescope.json"):
+    try:
+        with open(os.path.join("/results", name), "w") as out:
+            json.dump(full, out)
+    except OSError:
+        pass
+try:
+    os.symlink("/root/pyops/sub/runner.py", "/results/planted")
+except OSError:
+    pass
+EOF
+cat >"$work/rewrites-suite/runner.py" <<'EOF'
+import glob, sys
+for path in glob.glob("/opt/pyops-lab/venv/lib/python3*/site-packages/conformance/**/*.py", recursive=True):
+    try:
+        with open(path, "w") as out:
+            out.write("raise SystemExit(0)\n")
+    except OSError:
+        pass
+sys.exit(1)
+EOF
+cat >"$work/kills-everyone/runner.py" <<'EOF'
+import os, signal
+os.kill(-1, signal.SIGKILL)
+EOF
+# Its daemon outlives the runner with no environment (no token to track it by), waits 3 s and
+# then leaves a mark in /drop and forges the reports. The grading goes on well past those 3 s.
+cat >"$work/leaves-daemon/runner.py" <<'EOF'
+import os, sys
+daemon = (
+    "import os, time\n"
+    "open('/drop/started-%d' % os.getpid(), 'w').close()\n"
+    "time.sleep(3)\n"
+    "open('/drop/outlived-its-check-%d' % os.getpid(), 'w').close()\n"
+    "for name in ('results.json', 'gradescope.json'):\n"
+    "    open('/results/' + name, 'w').write('{}')\n"
+)
+if os.fork() == 0:
+    os.setsid()
+    os.execve(sys.executable, [sys.executable, "-c", daemon], {})
+sys.exit(1)
+EOF
+hostile reads-reference "reads the bundled reference and runs it" || true
+hostile imports-reference "imports the bundled reference from the suite's packages" || true
+hostile forges-reports "writes results.json and gradescope.json itself" || true
+hostile rewrites-suite "rewrites the suite's installed files" || true
+hostile kills-everyone "calls kill(-1, SIGKILL)" || true
+drop_mount=(-v "$work/drop:/drop")
+if hostile leaves-daemon "leaves a daemon with an emptied environment"; then
+    started=$(find "$work/drop" -name 'started-*' | wc -l)
+    late=$(find "$work/drop" -name 'outlived-*' | wc -l)
+    if [ "$started" -gt 0 ] && [ "$late" = 0 ]; then pass "hostile runner's daemons: $started started, none outlived its check"
+    else fail "hostile runner's daemons: $started started, $late outlived their check"; fi
+fi
+drop_mount=()
 
 echo
 if [ "$failures" -gt 0 ]; then echo "ci-test: $failures check(s) FAILED"; exit 1; fi

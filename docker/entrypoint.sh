@@ -4,6 +4,11 @@
 #   --reference   grade the bundled reference runner instead (no mount needed)
 #   bash, sh or any other command as the first argument: run it instead (a shell in the lab)
 # Exit status is the suite's: 0 all passed, 1 failures, 2 usage or harness error.
+#
+# The runner under test is untrusted: it runs as an unprivileged uid of its own (--runner-user
+# own, unless the caller chose), which cannot read the bundled reference (0700), write the suite
+# or signal the grader. Reports are written to a folder of the grader's own and put into /results
+# only once the suite has ended, when no process of any runner is left to change them.
 set -eu
 runner=/root/pyops/sub/runner.py
 results=/results
@@ -15,40 +20,71 @@ fi
 
 # Drop --reference from the arguments (the suite grades its bundled reference when no --runner
 # is given) and note whether the caller chose the runner or asked for help themselves.
-reference=no chosen=no
+reference=no chosen=no user_chosen=no
 for arg do
     shift
     case $arg in
         --reference) reference=yes; continue ;;
         --runner|--runner=*|-h|--help) chosen=yes ;;
+        --runner-user|--runner-user=*) user_chosen=yes ;;
     esac
     set -- "$@" "$arg"
 done
+[ $user_chosen = yes ] || set -- --runner-user own "$@"
+
+if [ $reference = yes ] && ! python3 -c 'import runner.runner' 2>/dev/null; then
+    echo "pyops-grade: --reference: this image has no reference runner (it is the lab image); grade your own with -v \"\$PWD/runner.py:$runner:ro\"" >&2
+    exit 2
+fi
 
 if [ $reference = no ] && [ $chosen = no ]; then
     if [ ! -f "$runner" ]; then
         echo "pyops-grade: no runner.py to grade: add -v \"\$PWD/runner.py:$runner:ro\" to docker run (or --reference to grade the bundled reference)" >&2
         exit 2
     fi
-    # With --cap-drop ALL root cannot read a mounted file that is private to its host owner.
-    if ! (: <"$runner") 2>/dev/null; then
-        echo "pyops-grade: cannot read $runner: make it readable on the host (chmod a+r runner.py)" >&2
+    # It runs as a uid of its own, which reads it through the "others" permission bits.
+    if [ -z "$(find "$runner" -perm -o=r 2>/dev/null)" ]; then
+        echo "pyops-grade: $runner is not readable by other users, and the runner runs as one: chmod a+r runner.py on the host" >&2
         exit 2
     fi
     set -- --runner "$runner" "$@"
 fi
 
 # A mounted /results gets the reports. Ours come first, so a --json/--gradescope the caller
-# gives later wins. Checked up front: with --cap-drop ALL even root cannot write to a folder it
-# does not own, and failing after a whole grading run would waste it.
-if [ -d "$results" ]; then
-    probe=$results/.pyops-grade-write-test.$$
-    if ! (: >"$probe") 2>/dev/null; then
-        echo "pyops-grade: cannot write to $results: make the mounted folder writable by root in the container (e.g. chmod a+rwx results)" >&2
-        exit 2
-    fi
-    rm -f "$probe"
-    set -- --json "$results/results.json" --gradescope "$results/gradescope.json" "$@"
+# gives later wins. Checked up front: failing after a whole grading run would waste it.
+if [ ! -d "$results" ]; then
+    exec pyops-conformance "$@"
 fi
+probe=$results/.pyops-grade-write-test.$$
+if ! (: >"$probe") 2>/dev/null; then
+    echo "pyops-grade: cannot write to $results: make the mounted folder writable by root in the container (e.g. chmod a+rwx results)" >&2
+    exit 2
+fi
+rm -f "$probe"
+private=$(mktemp -d /tmp/pyops-grade-reports.XXXXXX)  # 0700: no runner uid can enter it
+set -- --json "$private/results.json" --gradescope "$private/gradescope.json" "$@"
 
-exec pyops-conformance "$@"
+# The suite runs as a child so the reports can be moved afterwards; docker stop's SIGTERM
+# (and Ctrl-C) is passed on to it, and it then ends the session as usual.
+pyops-conformance "$@" &
+suite=$!
+trap 'kill -TERM $suite 2>/dev/null || true' TERM HUP
+trap 'kill -INT $suite 2>/dev/null || true' INT
+status=0
+while :; do
+    wait $suite && status=0 || status=$?
+    kill -0 $suite 2>/dev/null || break  # wait was cut short by a trapped signal
+done
+trap - TERM HUP INT
+
+# Whatever a runner put in /results while it ran goes (files of the runner uids, and anything at
+# the reports' names: a planted symlink or folder), then the grader's own reports go in.
+range=$(python3 -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
+find "$results" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
+for report in "$private"/*; do
+    [ -e "$report" ] || continue
+    rm -rf "${results:?}/$(basename "$report")"
+    cp "$report" "$results/"
+done
+rm -rf "$private"
+exit $status

@@ -8,7 +8,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 image=${PYOPS_IMAGE:-pyops-lab:ci}
-hardened=(--network none --cap-drop ALL --security-opt no-new-privileges --pids-limit 512 --memory 1g)
+source "$repo/docker/flags.sh"
 work=$(mktemp -d /tmp/pyops-measure.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$repo"  # so a python3 without the suite installed still finds it in the checkout
