@@ -113,7 +113,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if options.python:
         args += ["--runner-python", options.python]
     workers = default_workers() if options.workers is None else options.workers
-    if workers > 0 and options.isolation != "shared":
+    if workers > 0 and options.decided_isolation != "shared":
         # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
         # (backoff schedules, lock contention) never queue up behind each other on one worker.
         args += ["-n", str(workers), "--dist", "worksteal"]
@@ -153,9 +153,12 @@ def validate(options: argparse.Namespace) -> None:
     from conformance.plugin import Refused, decide
 
     try:
-        decide(options.runner, options.python, options.isolation, options.runner_user)
+        decided = decide(options.runner, options.python, options.isolation, options.runner_user)
     except Refused as refusal:
         raise UsageError(str(refusal)) from None
+    # Known before pytest starts, so that shared mode, which runs one check at a time, starts no
+    # workers (the plugin decides again, and says why in its header).
+    options.decided_isolation = decided["isolation"]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -120,6 +120,9 @@ verdict() {  # verdict WHAT NAME WANTED_RC CLAUSE|-
 
 grade correct "$work/reference.py"
 verdict "correct runner (reference mounted as runner.py)" correct 0 -
+if grep -q "isolation: shared" "$work/correct/out" && ! grep -q "workers" "$work/correct/out"; then
+    pass "shared isolation, one check at a time: no pytest-xdist workers started"
+else fail "shared isolation: $(grep -m2 "isolation:\|workers" "$work/correct/out" | tr '\n' ' ')"; fi
 grade timeout0 "$work/timeout0/runner.py"
 verdict "wrong runner: timeout exits 0, not 124" timeout0 1 S2.3
 grade nomarker "$work/nomarker/runner.py"

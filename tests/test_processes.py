@@ -113,3 +113,16 @@ def test_a_runner_is_tracked_by_its_token_without_cap_sys_ptrace():
         runner.kill()
         runner.wait()
     assert (counted.stdout.strip(), with_ptrace.stdout.strip()) == ("1", "1"), counted.stderr
+
+
+def test_every_grading_on_the_machine_leases_runner_uids_from_one_place(tmp_path):
+    # Leases kept per TMPDIR (tox gives each env its own) would let two gradings lease the same
+    # uid, and each would sweep (SIGKILL) the other's runners at the end of its checks.
+    probe = "from conformance import identity; print(identity.LEASES)"
+    places = {
+        subprocess.run(
+            [sys.executable, "-c", probe], env=dict(os.environ, TMPDIR=str(folder)), capture_output=True, text=True
+        ).stdout
+        for folder in (tmp_path, tmp_path / "elsewhere")
+    }
+    assert len(places) == 1, places
