@@ -2,7 +2,7 @@
 
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--lang en|ja] [-n WORKERS] [-k EXPR]
-                      [--isolation auto|namespace|shared] [--repeat N]
+                      [--isolation auto|namespace|shared] [--repeat N] [--view learner|pytest]
 
 Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error (or,
 with --repeat, a check whose outcome varied between rounds).
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from conformance import report
+from conformance import report, view
 from conformance.clauses import CORE, LANGUAGES, PROFILES
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -48,7 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     parser.add_argument("--gradescope", metavar="FILE", help="write a Gradescope results.json here")
-    parser.add_argument("--lang", default="en", choices=LANGUAGES, help="language of the hints")
+    parser.add_argument(
+        "--lang", choices=LANGUAGES, help="language of the report (default: the locale's, ja for LANG=ja_*, else en)"
+    )
+    parser.add_argument(
+        "--view",
+        choices=("learner", "pytest"),
+        default="learner",
+        help="learner (default): the failures by step, then the table; pytest: pytest's own output (maintainers)",
+    )
     parser.add_argument("-n", "--workers", type=int, help="parallel workers (default: 4 per CPU; 0 = none)")
     parser.add_argument(
         "--clause",
@@ -71,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="grade N times, list every check whose outcome varied (exit 2 if any did); reports are the last round's",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one line per check (the pytest view)")
     return parser
 
 
@@ -159,6 +167,10 @@ def validate(options: argparse.Namespace) -> None:
     # Known before pytest starts, so that shared mode, which runs one check at a time, starts no
     # workers (the plugin decides again, and says why in its header).
     options.decided_isolation = decided["isolation"]
+    options.decided = decided
+    options.lang = view.language(options.lang)
+    if options.verbose:
+        options.view = "pytest"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -169,26 +181,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("pyops-conformance: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
 
+    learner = options.view == "learner"
+    if learner:
+        print("\n".join(view.header(dict(options.decided, profile=options.profile))), flush=True)
     with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
         rounds: List[Dict] = []
         for number in range(1, options.repeat + 1):
             last = number == options.repeat
             json_path = Path(options.json) if options.json and last else Path(scratch) / ("round-%d.json" % number)
-            if options.repeat == 1:
+            if options.repeat == 1 and not learner:
                 code, data = grade_once(options, json_path)
             else:
-                # Rounds before the last show one line each; the last one shows its whole report.
+                # pytest's own output is kept back: shown in the pytest view's last round, and
+                # whenever the suite could not run (it says why).
                 shown = io.StringIO()
                 with contextlib.redirect_stdout(shown):
                     code, data = grade_once(options, json_path)
-                counts = data["summary"] if data else None
-                print(
-                    "round %d/%d: %s"
-                    % (number, options.repeat, _counts(counts) if counts else "no report (the suite could not run)"),
-                    flush=True,
-                )
-                if last or data is None:
-                    sys.stdout.write(shown.getvalue())
+                if options.repeat > 1:
+                    counts = data["summary"] if data else None
+                    print(
+                        "round %d/%d: %s"
+                        % (
+                            number,
+                            options.repeat,
+                            _counts(counts) if counts else "no report (the suite could not run)",
+                        ),
+                        flush=True,
+                    )
+                if not learner:
+                    if data is None or last:
+                        sys.stdout.write(shown.getvalue())
+                else:
+                    if data is None or code not in (0, 1):  # pytest's own words say what went wrong
+                        sys.stdout.write(shown.getvalue())
+                    if data is not None and last:
+                        sys.stdout.write("\n".join(view.render(data, options.lang)) + "\n")
             if data is None:
                 return EXIT_ERROR  # pytest could not start the suite; it has said why
             rounds.append(data)

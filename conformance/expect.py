@@ -38,8 +38,14 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result])
     ]
     if result is not None:
         lines.extend(evidence(result))
-    lines.append("  %-9s %s" % (labels["hint"] + ":", clause.hint(LANG)))
+    lines.append(hint_line(clause_id, LANG))
     return "\n".join(lines)
+
+
+def hint_line(clause_id: str, lang: str) -> str:
+    """The line of a failure message that gives the clause's hint."""
+    labels = _LABELS.get(lang, _LABELS["en"])
+    return "  %-9s %s" % (labels["hint"] + ":", CLAUSES[clause_id].hint(lang))
 
 
 def evidence(result: Result) -> List[str]:

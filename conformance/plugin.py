@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conformance import commands, expect, identity, report
+from conformance import commands, expect, identity, report, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
@@ -149,23 +149,7 @@ def pytest_configure_node(node) -> None:  # pytest-xdist hook, called on the con
 
 
 def pytest_report_header(config: pytest.Config) -> List[str]:
-    info = config.pyops  # type: ignore[attr-defined]
-    lines = [
-        "runner: %s" % info["runner"],
-        "python: %s" % info["python"],
-        "profile: %s" % info["profile"],
-        "isolation: %s" % info["isolation"],
-    ]
-    if info["isolation"] == SHARED:
-        lines.append(
-            "  (no private namespace: %s; tests run one at a time on the real lab paths,"
-            " which are put back afterwards)" % info["why_not_namespace"]
-        )
-    if info["runner_user"] == identity.OWN:
-        lines.append("runner user: an unprivileged uid of its own per check, no capabilities")
-    else:
-        lines.append("runner user: the grader's own (uid %d): %s" % (os.geteuid(), info["why_not_own_user"]))
-    return lines
+    return view.header(config.pyops)  # type: ignore[attr-defined]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -118,7 +118,7 @@ verdict() {  # verdict WHAT NAME WANTED_RC CLAUSE|-
     else fail "$what: exit $rc but reports wrong: $(echo "$detail" | tail -1)"; fi
 }
 
-grade correct "$work/reference.py"
+grade correct "$work/reference.py" --view pytest  # pytest's view: it would show any workers started
 verdict "correct runner (reference mounted as runner.py)" correct 0 -
 if grep -q "isolation: shared" "$work/correct/out" && ! grep -q "workers" "$work/correct/out"; then
     pass "shared isolation, one check at a time: no pytest-xdist workers started"

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conformance import cli
+from conformance.clauses import CLAUSES
 from tests.grading import REFERENCE, grade
 
 # A runner that gets every exit code wrong the same way: it runs nothing and says it did.
@@ -167,3 +168,23 @@ def test_repeat_of_a_steady_runner_exits_as_one_grading_would(tmp_path):
 
 def test_repeat_needs_a_round():
     assert cli.main(["--repeat", "0"]) == 2
+
+
+PYTEST_NOISE = ("platform linux", "[gw", "test_s1_", ".py::", "rootdir:", "passed in", "short test summary")
+
+
+def test_the_learner_view_is_the_default_and_carries_no_test_runner_noise(tmp_path):
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3")
+    assert graded.rc == 1, graded.explain()
+    noise = [word for word in PYTEST_NOISE if word in graded.stdout]
+    assert not noise, graded.stdout
+    lines = graded.stdout.splitlines()
+    assert lines[0].startswith("runner: ") and "S1: " in graded.stdout and "[S1.3]" in graded.stdout
+    # Once per clause, however many checks failed.
+    assert graded.stdout.count(CLAUSES["S1.3"].hint("en")) == 1, graded.stdout
+
+
+def test_the_pytest_view_is_there_for_maintainers(tmp_path):
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--view", "pytest")
+    assert graded.rc == 1, graded.explain()
+    assert "test_s1_" in graded.stdout and "short test summary" in graded.stdout

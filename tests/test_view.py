@@ -1,0 +1,92 @@
+"""The learner's view: failures by step in the lab's order, each hint once, no test-runner noise."""
+
+import pytest
+
+from conformance import expect, view
+from conformance.clauses import CLAUSES
+
+
+def failure(test_id, clause, expected, actual, lang="en", outcome="failed"):
+    saved, expect.LANG = expect.LANG, lang
+    try:
+        message = expect.render(clause, expected, actual, None)
+    finally:
+        expect.LANG = saved
+    return {"id": test_id, "clause": clause, "outcome": outcome, "message": message, "duration_s": 0.1}
+
+
+def report(tests):
+    return {"profile": "core", "tests": tests}
+
+
+def passed(test_id, clause):
+    return {"id": test_id, "clause": clause, "outcome": "passed", "message": "", "duration_s": 0.1}
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_failures_come_by_step_in_the_lab_order_whatever_order_they_ran_in(lang):
+    shown = view.render(
+        report(
+            [
+                failure("t::s6", "S6.4", "no process left", "sleep 60 left", lang),
+                passed("t::s1", "S1.1"),
+                failure("t::s2", "S2.3", "exit code 124", "exit code 0", lang),
+            ]
+        ),
+        lang,
+    )
+    text = "\n".join(shown)
+    assert text.index("[S2.3]") < text.index("[S6.4]")
+    assert CLAUSES["S2.3"].text(lang) in text and CLAUSES["S6.4"].hint(lang) in text
+    assert "t::s2" not in text and "t::s6" not in text  # test ids are the suite's, not the learner's
+    assert shown[-1] == "1 passed, 2 failed, 0 errors, 0 skipped"
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_hint_is_said_once_per_clause(lang):
+    tests = [failure("t::a", "S2.4", "no process left", "sleep %d left" % n, lang) for n in (60, 61, 62)]
+    text = "\n".join(view.render(report(tests), lang))
+    assert text.count(CLAUSES["S2.4"].hint(lang)) == 1
+    assert text.count("[S2.4]") == 3  # each failure itself is still shown: their evidence differs
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_checks_that_failed_the_same_way_are_shown_once_with_their_number(lang):
+    tests = [
+        failure("t::%d" % n, "S1.3", "exits 0", "blocked by S1.3: the basic call exited 1", lang) for n in range(5)
+    ]
+    shown = view.render(report(tests), lang)
+    assert "\n".join(shown).count("blocked by S1.3") == 1
+    assert view._WORDS[lang]["same_way"] % {"more": 4} in shown
+
+
+def test_harness_errors_are_set_apart_from_the_runner_s_failures():
+    error = {
+        "id": "t::e",
+        "clause": "S5.2",
+        "outcome": "error",
+        "message": "HarnessTimeout: waited 5.0s",
+        "duration_s": 1,
+    }
+    shown = view.render(report([error, passed("t::p", "S1.1")]), "en")
+    assert view._WORDS["en"]["errors"] in shown and "  [S5.2] HarnessTimeout: waited 5.0s" in shown
+
+
+def test_everything_passed_says_so():
+    assert view._WORDS["ja"]["all_passed"] in view.render(report([passed("t::p", "S1.1")]), "ja")
+
+
+@pytest.mark.parametrize(
+    "environ,expected",
+    [
+        ({"LANG": "ja_JP.UTF-8"}, "ja"),
+        ({"LANG": "en_US.UTF-8"}, "en"),
+        ({"LANG": "C.UTF-8"}, "en"),
+        ({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}, "ja"),
+        ({"LC_ALL": "", "LC_MESSAGES": "en_GB", "LANG": "ja_JP"}, "en"),
+        ({}, "en"),
+    ],
+)
+def test_the_language_follows_the_locale(environ, expected):
+    assert view.language(None, environ) == expected
+    assert view.language("ja", environ) == "ja"  # --lang wins
