@@ -10,7 +10,7 @@ from typing import Any, List, Optional, Sequence
 from conformance import timing
 from conformance.clauses import CLAUSES
 from conformance.records import FieldProblem, Record
-from conformance.result import Result, tail
+from conformance.result import ProcessInfo, Result, tail
 
 LANG = "en"  # set by the plugin from --lab-lang
 
@@ -23,12 +23,15 @@ _LABELS = {
 class ClauseFailure(AssertionError):
     """A runner broke a clause. `clause` is its ID; str() is the whole teaching message."""
 
-    def __init__(self, clause: str, expected: str, actual: str, result: Optional[Result] = None):
+    def __init__(
+        self, clause: str, expected: str, actual: str, result: Optional[Result] = None, hint: Optional[str] = None
+    ):
         self.clause = clause
-        super().__init__(render(clause, expected, actual, result))
+        super().__init__(render(clause, expected, actual, result, hint))
 
 
-def render(clause_id: str, expected: str, actual: str, result: Optional[Result]) -> str:
+def render(clause_id: str, expected: str, actual: str, result: Optional[Result], hint: Optional[str] = None) -> str:
+    """The teaching message; `hint`, chosen from the evidence, replaces the clause's general one."""
     clause = CLAUSES[clause_id]
     labels = _LABELS.get(LANG, _LABELS["en"])
     lines = [
@@ -38,14 +41,14 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result])
     ]
     if result is not None:
         lines.extend(evidence(result))
-    lines.append(hint_line(clause_id, LANG))
+    lines.append(hint_line(clause_id, LANG, hint))
     return "\n".join(lines)
 
 
-def hint_line(clause_id: str, lang: str) -> str:
-    """The line of a failure message that gives the clause's hint."""
+def hint_line(clause_id: str, lang: str, hint: Optional[str] = None) -> str:
+    """The line of a failure message that gives the hint (the clause's own unless `hint`)."""
     labels = _LABELS.get(lang, _LABELS["en"])
-    return "  %-9s %s" % (labels["hint"] + ":", CLAUSES[clause_id].hint(lang))
+    return "  %-9s %s" % (labels["hint"] + ":", hint or CLAUSES[clause_id].hint(lang))
 
 
 def evidence(result: Result) -> List[str]:
@@ -80,9 +83,9 @@ def _quote(word: str) -> str:
     return word if re.fullmatch(r"[\w@%+=:,./-]+", word) else "'%s'" % word.replace("'", "'\\''")
 
 
-def fail(clause: str, expected: str, actual: str, result: Optional[Result] = None) -> None:
+def fail(clause: str, expected: str, actual: str, result: Optional[Result] = None, hint: Optional[str] = None) -> None:
     __tracebackhide__ = True
-    raise ClauseFailure(clause, expected, actual, result)
+    raise ClauseFailure(clause, expected, actual, result, hint)
 
 
 def that(condition: object, clause: str, expected: str, actual: str, result: Optional[Result] = None):
@@ -124,16 +127,41 @@ def no_survivors(result: Result, clause: str) -> None:
     if not result.survivors:
         return
     actual = "%d process(es) still running after the runner exited" % len(result.survivors)
-    ignoring = [process for process in result.survivors if process.ignores_term]
-    if ignoring:
-        # The evidence says why: it got SIGTERM (or would have) and ignores it. Signalling the
-        # group is not enough; what is left of it must be killed once the command has ended.
-        actual += (
-            "; %s ignores SIGTERM, so once your command has exited, SIGKILL what is left of its "
-            "process group (os.killpg(pgid, signal.SIGKILL))"
-            % ", ".join("`%s` (pid %d)" % (" ".join(process.argv), process.pid) for process in ignoring)
-        )
-    fail(clause, "no process of the command left running", actual, result)
+    fail(clause, "no process of the command left running", actual, result, survivor_hint(result.survivors, LANG))
+
+
+def survivor_hint(survivors: Sequence[ProcessInfo], lang: str) -> str:
+    """Why they survived, read from the evidence: each one's SigIgn mask says which mistake it was.
+
+    One that ignores SIGTERM got the signal (or would have) and shrugged: the group must be
+    SIGKILLed once the command has ended. One that does not ignore it would have ended on
+    SIGTERM, so it never got a signal: the runner signalled the child, not its process group.
+    """
+    words = _SURVIVOR_WORDS[lang if lang in _SURVIVOR_WORDS else "en"]
+    parts = []
+    for ignores, advice in ((True, words["ignores"]), (False, words["unsignalled"])):
+        named = ", ".join("`%s` (pid %d)" % (" ".join(p.argv), p.pid) for p in survivors if p.ignores_term == ignores)
+        if named:
+            parts.append(advice % named)
+    return " ".join(parts)
+
+
+_SURVIVOR_WORDS = {
+    "en": {
+        "ignores": "%s ignores SIGTERM: once your command has exited, SIGKILL what is left of its process group "
+        "(os.killpg(pgid, signal.SIGKILL), ignoring ProcessLookupError).",
+        "unsignalled": "%s got no signal at all (it does not ignore SIGTERM, so it would have ended): send the "
+        "signal to the command's whole process group (start_new_session=True, then os.killpg(proc.pid, ...)), "
+        "not only to the child; subprocess.run() cannot do that, use subprocess.Popen.",
+    },
+    "ja": {
+        "ignores": "%s は SIGTERM を無視します。コマンドが終了したら、そのプロセスグループに残ったものを SIGKILL "
+        "してください(os.killpg(pgid, signal.SIGKILL)、ProcessLookupError は無視)。",
+        "unsignalled": "%s にはシグナルが届いていません(SIGTERM を無視しないので、届いていれば終了していました)。"
+        "子だけでなく、コマンドのプロセスグループ全体に送ってください(start_new_session=True で起動し "
+        "os.killpg(proc.pid, ...))。subprocess.run() ではできないので subprocess.Popen を使ってください。",
+    },
+}
 
 
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:

@@ -56,3 +56,23 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
         mutant.story,
         graded.explain(),
     )
+
+
+# The evidence decides the hint: a survivor that ignores SIGTERM got the signal (or would have), one
+# that does not never got any. Learners who already signal the whole group must not be told to.
+HINT_BY_EVIDENCE = [
+    ("kills-only-the-child", "S2.4", "test_s2_4_hang_sh_grandchild_sleep_is_killed", "got no signal at all"),
+    ("sigterm-to-the-child-only", "S6.4", "nothing_survives_sigterm[hang.sh-grandchild]", "got no signal at all"),
+    ("no-cleanup-after-sigterm", "S6.4", "a_grandchild_that_ignores_term_is_killed_too", "ignores SIGTERM"),
+]
+
+
+@pytest.mark.parametrize("name,clause,check,says", HINT_BY_EVIDENCE, ids=[case[0] for case in HINT_BY_EVIDENCE])
+def test_a_survivor_s_hint_follows_from_its_evidence(tmp_path, name, clause, check, says):
+    mutant = next(mutant for mutant in MUTANTS if mutant.name == name)
+    graded = grade_clauses(tmp_path, build(mutant, tmp_path), [clause])
+    failure = next((test for test in graded.failed() if check in test["id"]), None)
+    assert failure is not None, "%s should fail %s\n%s" % (name, check, graded.explain())
+    hint = next(line for line in failure["message"].splitlines() if line.startswith("  hint:"))
+    wrong = "ignores SIGTERM" if says != "ignores SIGTERM" else "got no signal at all"
+    assert says in hint and wrong not in hint, hint
