@@ -106,7 +106,30 @@ def finished(result: Result, clause: str) -> None:
             "the runner finishes by itself",
             "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0),
             result,
+            _HUNG_WORDS[LANG if LANG in _HUNG_WORDS else "en"] % _named(result.survivors) if result.survivors else None,
         )
+
+
+# A runner that hangs while processes of its command are left (they outlived the runner's own
+# kill, in a session of their own) was waiting for them: for a pipe they hold, or for a process
+# that ignores SIGTERM.
+_HUNG_WORDS = {
+    "en": "your runner was still waiting while %s remained: it waits for more than the command's own process "
+    "(communicate(), or reading a pipe until every process holding it has closed it, or wait() on a process that "
+    "ignores SIGTERM). Once the timeout has passed or SIGTERM was forwarded, SIGKILL the whole group "
+    "(os.killpg(pgid, signal.SIGKILL)), then wait.",
+    "ja": "%s が残っている間、runner は待ち続けていました。コマンド自身のプロセス以上のものを待っています"
+    "(communicate()、パイプを持つ全プロセスが閉じるまでの読み取り、SIGTERM を無視するプロセスへの wait())。"
+    "タイムアウト後や SIGTERM を伝えたあとは、グループ全体を SIGKILL してから待ってください"
+    "(os.killpg(pgid, signal.SIGKILL))。",
+}
+
+
+def _named(processes: Sequence[ProcessInfo], ignores: Optional[bool] = None) -> str:
+    """`argv` (pid N), ... of those `processes` whose ignoring of SIGTERM is `ignores` (all if None)."""
+    return ", ".join(
+        "`%s` (pid %d)" % (" ".join(p.argv), p.pid) for p in processes if ignores is None or p.ignores_term == ignores
+    )
 
 
 def exit_code(result: Result, wanted: int, clause: str) -> None:
@@ -140,7 +163,7 @@ def survivor_hint(survivors: Sequence[ProcessInfo], lang: str) -> str:
     words = _SURVIVOR_WORDS[lang if lang in _SURVIVOR_WORDS else "en"]
     parts = []
     for ignores, advice in ((True, words["ignores"]), (False, words["unsignalled"])):
-        named = ", ".join("`%s` (pid %d)" % (" ".join(p.argv), p.pid) for p in survivors if p.ignores_term == ignores)
+        named = _named(survivors, ignores)
         if named:
             parts.append(advice % named)
     return " ".join(parts)
