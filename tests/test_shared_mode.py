@@ -15,9 +15,10 @@ import sys
 import time
 import uuid
 
+import psutil
 import pytest
 
-from conformance.processes import SESSION_VAR, tagged
+from conformance.processes import SESSION_VAR, reap, tagged
 from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, probe_namespace
 from tests.tree import learner_folder, tree_state
 
@@ -43,19 +44,29 @@ def machine(tmp_path):
         **{SESSION_VAR: session},
     )
 
+    started = []
+
     def start(*options):
         argv = [sys.executable, "-m", "conformance", "--isolation", "shared", "--json", str(tmp_path / "r.json")]
-        return subprocess.Popen(
+        suite = subprocess.Popen(
             argv + list(options),
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             preexec_fn=lambda: plan.enter(tmp_path, [(sub, SUB_DIR), (bin_dir, BIN_DIR)]),
         )
+        started.append(suite)
+        return suite
 
     before = (tree_state(sub), tree_state(bin_dir))
     yield start, lambda: (tree_state(sub), tree_state(bin_dir)) == before, tmp_path, session
-    assert not tagged(session), "processes of the suite left running"
+    unfinished = [suite for suite in started if suite.poll() is None]
+    for suite in unfinished:  # the test failed before its suite ended: stop it, say nothing more
+        suite.kill()
+        suite.communicate()
+    left = [] if unfinished else tagged(session)
+    reap(session)
+    assert not left, "processes of the suite left running: %s" % left
 
 
 def test_grading_in_place_puts_everything_back(machine):
@@ -86,7 +97,7 @@ def test_an_interrupted_session_puts_everything_back_and_reports(machine, signum
     suite = start("--runner", reference, "--clause", "S3", "--clause", "S6")
     # Interrupt mid-check: once a runner of this session is running.
     deadline = time.monotonic() + 60
-    while not [p for p in tagged(session) if "runner.py" in " ".join(p.cmdline())]:
+    while not [p for p in tagged(session) if "runner.py" in " ".join(_cmdline(p))]:
         assert time.monotonic() < deadline and suite.poll() is None, "no check started"
         time.sleep(0.05)
     time.sleep(0.5)
@@ -113,3 +124,10 @@ def test_an_interrupt_lost_where_python_ignores_exceptions_still_stops_the_sessi
     Finalized()
     with pytest.raises(KeyboardInterrupt):
         plugin.pytest_runtest_logfinish()
+
+
+def _cmdline(process):
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []  # it ended between being listed and being read
