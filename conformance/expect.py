@@ -4,7 +4,9 @@ Every check takes the Result it judges, so a failure can always show the runner'
 tail of its output, the lab's files and any process it left behind.
 """
 
+import json
 import re
+import unicodedata
 from typing import Any, List, Optional, Sequence
 
 from conformance import timing
@@ -36,8 +38,8 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result],
     labels = _LABELS.get(LANG, _LABELS["en"])
     lines = [
         "[%s] %s" % (clause_id, clause.text(LANG)),
-        "  %-9s %s" % (labels["expected"] + ":", expected),
-        "  %-9s %s" % (labels["actual"] + ":", actual),
+        labelled(labels["expected"], expected),
+        labelled(labels["actual"], actual),
     ]
     if result is not None:
         lines.extend(evidence(result))
@@ -48,39 +50,92 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result],
 def hint_line(clause_id: str, lang: str, hint: Optional[str] = None) -> str:
     """The line of a failure message that gives the hint (the clause's own unless `hint`)."""
     labels = _LABELS.get(lang, _LABELS["en"])
-    return "  %-9s %s" % (labels["hint"] + ":", hint or CLAUSES[clause_id].hint(lang))
+    return labelled(labels["hint"], hint or CLAUSES[clause_id].hint(lang))
+
+
+def labelled(label: str, text: str = "") -> str:
+    """`  label:   text`, the texts of a message aligned however wide the label's characters are."""
+    width = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in label + ":")
+    return ("  %s%s %s" % (label + ":", " " * max(0, 9 - width), text)).rstrip()
 
 
 def evidence(result: Result) -> List[str]:
     """What the runner did, for a failure message."""
+    words = _EVIDENCE_WORDS[LANG if LANG in _EVIDENCE_WORDS else "en"]
+
     ending = (
-        "did not finish; killed after %.1fs" % result.hung_after_s
+        words["hung"] % result.hung_after_s
         if result.hung_after_s is not None
-        else "exit code %s after %.2fs" % (result.rc, result.duration_s)
+        else words["ended_with"] % (result.rc, result.duration_s)
     )
-    lines = ["  command:  runner.py %s" % " ".join(_quote(a) for a in result.args), "  ended:    " + ending]
+    lines = [
+        labelled(words["command"], show_command(["runner.py"] + list(result.args))),
+        labelled(words["ended"], ending),
+    ]
     for label, data in (("stdout", result.stdout), ("stderr", result.stderr)):
-        lines.append("  %s:" % label + (" (none)" if not data else ""))
+        lines.append(labelled(words[label], "" if data else words["none"]))
         if data:
             lines.extend("    | " + line for line in tail(data).splitlines())
     runs = result.runs_bytes()
     if runs:
-        lines.append("  runs.jsonl:")
+        lines.append(labelled(words["runs.jsonl"]))
         # A record is a few hundred characters; a longer line is shown cut (its length says enough).
         lines.extend("    | " + line for line in tail(runs, 6, width=300).splitlines())
     applied = result.applied()
     if applied:
-        lines.append("  applied.log: %s" % ", ".join(applied[-6:]))
-    lines.append("  markers:  %s" % (", ".join(result.markers()) or "(none)"))
+        lines.append(labelled(words["applied.log"], ", ".join(applied[-6:])))
+    lines.append(labelled(words["markers"], ", ".join(result.markers()) or words["none"]))
     if result.survivors:
-        lines.append("  left running:")
+        lines.append(labelled(words["left running"]))
         lines.extend("    - %s" % process for process in result.survivors)
-    lines.extend("  note: " + note for note in result.notes)
+    lines.extend(labelled(words["note"], note) for note in result.notes)
     return lines
 
 
+_EVIDENCE_WORDS = {
+    "en": {
+        "command": "command",
+        "ended": "ended",
+        "stdout": "stdout",
+        "stderr": "stderr",
+        "runs.jsonl": "runs.jsonl",
+        "applied.log": "applied.log",
+        "markers": "markers",
+        "left running": "left running",
+        "note": "note",
+        "none": "(none)",
+        "hung": "did not finish; killed after %.1fs",
+        "ended_with": "exit code %s after %.2fs",
+    },
+    "ja": {
+        "command": "コマンド",
+        "ended": "終了",
+        "stdout": "標準出力",
+        "stderr": "標準エラー",
+        "runs.jsonl": "runs.jsonl",
+        "applied.log": "applied.log",
+        "markers": "マーカー",
+        "left running": "残ったプロセス",
+        "note": "注記",
+        "none": "(なし)",
+        "hung": "終わらず、%.1f 秒後に採点側が強制終了",
+        "ended_with": "終了コード %s(%.2f 秒後)",
+    },
+}
+
+
+def show_command(argv: Sequence[str]) -> str:
+    """`argv` as the learner would type it, when quoting keeps that readable; else as a list."""
+    if all(_PLAIN.fullmatch(word) or "'" not in word for word in argv):
+        return " ".join(_quote(word) for word in argv)
+    return json.dumps(list(argv), ensure_ascii=False)
+
+
+_PLAIN = re.compile(r"[\w@%+=:,./-]+")
+
+
 def _quote(word: str) -> str:
-    return word if re.fullmatch(r"[\w@%+=:,./-]+", word) else "'%s'" % word.replace("'", "'\\''")
+    return word if _PLAIN.fullmatch(word) else "'%s'" % word.replace("'", "'\\''")
 
 
 def fail(clause: str, expected: str, actual: str, result: Optional[Result] = None, hint: Optional[str] = None) -> None:

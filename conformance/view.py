@@ -78,14 +78,14 @@ def render(data: Mapping, lang: str) -> List[str]:
             continue
         total = sum(1 for t in tests if t.get("clause") in CLAUSES and CLAUSES[t["clause"]].step == step)
         lines += ["", words["step"] % {"step": step, "failed": len(in_step), "total": total}]
-        # Failures that expected and got the same thing (the checks a failed basic call blocked,
-        # say) are one failure to the learner: shown once, with how many checks share it.
+        # Failures that expected and got the same thing of the same call (the checks a failed basic
+        # call blocked, say) are one failure to the learner: shown once, with how many share it.
         shown: Dict[tuple, str] = {}
         count: Dict[tuple, int] = {}
         for test in sorted(in_step, key=lambda t: _clause_order(t["clause"])):
             clause = test["clause"]
             message = test["message"].rstrip("\n")
-            same = (clause,) + tuple(message.splitlines()[1:3])
+            same = (clause,) + tuple(message.splitlines()[1:4])  # expected, actual, command
             count[same] = count.get(same, 0) + 1
             if same in shown:
                 continue

@@ -90,3 +90,37 @@ def test_everything_passed_says_so():
 def test_the_language_follows_the_locale(environ, expected):
     assert view.language(None, environ) == expected
     assert view.language("ja", environ) == "ja"  # --lang wins
+
+
+@pytest.mark.parametrize(
+    "argv,shown",
+    [
+        (["runner.py", "run", "--", "sleep", "60"], "runner.py run -- sleep 60"),
+        (["runner.py", "run", "--", "echo", "a b", ""], "runner.py run -- echo 'a b' ''"),
+        (["runner.py", "apply", "日本語 名前"], "runner.py apply '日本語 名前'"),
+        # Quoting a quote reads as line noise ('\''); a list says the same plainly.
+        (
+            ["runner.py", "run", "--", "sh", "-c", "(trap '' TERM; exec sleep 66) & wait"],
+            '["runner.py", "run", "--", "sh", "-c", "(trap \'\' TERM; exec sleep 66) & wait"]',
+        ),
+    ],
+)
+def test_a_command_is_shown_as_the_learner_would_type_it_or_as_a_list(argv, shown):
+    assert expect.show_command(argv) == shown
+
+
+def test_failures_of_different_calls_are_not_merged_however_alike_their_outcome():
+    def of(command):
+        message = "\n".join(
+            [
+                "[S2.4] " + CLAUSES["S2.4"].text("en"),
+                expect.labelled("expected", "no process of the command left running"),
+                expect.labelled("actual", "2 process(es) still running after the runner exited"),
+                expect.labelled("command", command),
+                expect.hint_line("S2.4", "en"),
+            ]
+        )
+        return {"id": command, "clause": "S2.4", "outcome": "failed", "message": message, "duration_s": 1.0}
+
+    text = "\n".join(view.render(report([of("runner.py run -- a"), of("runner.py run -- b")]), "en"))
+    assert "runner.py run -- a" in text and "runner.py run -- b" in text
