@@ -1,7 +1,8 @@
 """pyops-conformance: grade a runner.py against the lab, clause by clause.
 
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
-                      [--junit FILE] [--gradescope FILE] [--lang en|ja] [-n WORKERS] [-k EXPR]
+                      [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
+                      [-n WORKERS] [-k EXPR]
                       [--isolation auto|namespace|shared] [--repeat N] [--view learner|pytest]
 
 Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error (or,
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from conformance import report, view
+from conformance import platforms, report, view
 from conformance.clauses import CORE, LANGUAGES, PROFILES
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     parser.add_argument("--gradescope", metavar="FILE", help="write a Gradescope results.json here")
+    parser.add_argument("--prairielearn", metavar="FILE", help="write a PrairieLearn results.json here")
     parser.add_argument(
         "--lang", choices=LANGUAGES, help="language of the report (default: the locale's, ja for LANG=ja_*, else en)"
     )
@@ -154,7 +156,7 @@ def validate(options: argparse.Namespace) -> None:
         raise UsageError("-n needs 0 or more workers")
     if options.repeat < 1:
         raise UsageError("--repeat needs 1 or more rounds")
-    for path in (options.json, options.junit, options.gradescope):
+    for path in (options.json, options.junit, options.gradescope, options.prairielearn):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError("no folder for the report file: %s" % path)
     # What the plugin will decide again once pytest runs; refused here, it is said in one line.
@@ -228,7 +230,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if options.json:
             report.write_report(Path(options.json), data)
     if options.gradescope:
-        report.write_gradescope(Path(options.gradescope), data)
+        platforms.write(Path(options.gradescope), platforms.gradescope(data))
+    if options.prairielearn:
+        platforms.write(Path(options.prairielearn), platforms.prairielearn(data))
     status = exit_status(code, data["summary"])
     return EXIT_ERROR if options.repeat > 1 and data["repeat"]["varied"] else status
 

@@ -1,4 +1,4 @@
-"""Outcomes of a suite run: the per-step table, the JSON report and the Gradescope file."""
+"""Outcomes of a suite run: the per-step table and the JSON report (platforms.py turns it into others)."""
 
 import json
 import os
@@ -160,43 +160,14 @@ def varied_lines(changed: Sequence[Mapping], rounds: int) -> List[str]:
 
 
 def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
-    _write_atomically(path, json.dumps(build(info, tests), indent=2, ensure_ascii=False) + "\n")
-
-
-def gradescope(report: Mapping) -> Dict:
-    """The report in Gradescope's autograder format: one point per test."""
-    tests = []
-    for test in report["tests"]:
-        passed = test["outcome"] == "passed"
-        tests.append(
-            {
-                "name": test["id"].split("::")[-1],
-                "number": test.get("clause") or "",
-                "score": 1 if passed else 0,
-                "max_score": 1,
-                "status": "passed" if passed else "failed",
-                "output": test.get("message") or "",
-            }
-        )
-    total = report["summary"]
-    return {
-        "score": total["passed"],
-        "max_score": total["total"],
-        "output": "profile %s, isolation %s: %d of %d checks passed"
-        % (report["profile"], report["isolation"], total["passed"], total["total"]),
-        "tests": tests,
-    }
+    write_atomically(path, json.dumps(build(info, tests), indent=2, ensure_ascii=False) + "\n")
 
 
 def write_report(path: Path, report: Mapping) -> None:
-    _write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_gradescope(path: Path, report: Mapping) -> None:
-    _write_atomically(path, json.dumps(gradescope(report), indent=2, ensure_ascii=False) + "\n")
-
-
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
     temporary.write_text(text, encoding="utf-8")
     os.replace(str(temporary), str(path))

@@ -148,6 +148,54 @@ if [ "$rc" = 2 ] && [ "$(wc -l <"$work/norunner/err")" = 1 ] && grep -q 'runner.
 then pass "no runner mounted: exit 2 and one line: $(cat "$work/norunner/err")"
 else fail "no runner mounted: exit $rc, stderr: $(head -3 "$work/norunner/err")"; fi
 
+# ---- PrairieLearn: its runtime flags, a job folder at /grade, results.json and exit 0 ---------
+# pl NAME RUNNER|-: grade a job whose student submitted RUNNER (or nothing); sets $rc, $seconds.
+pl() {
+    local name=$1 submitted=$2 start
+    mkdir -p "$work/$name/grade/student"
+    [ "$submitted" = - ] || cp "$submitted" "$work/$name/grade/student/runner.py"
+    start=$(date +%s)
+    rc=0
+    docker run --rm --network none --memory 2g --pids-limit 1024 -v "$work/$name/grade:/grade" "$image" --prairielearn \
+        >"$work/$name/out" 2>"$work/$name/err" || rc=$?
+    seconds=$(( $(date +%s) - start ))
+}
+
+check_pl() {  # check_pl NAME WHAT EXPECT: EXPECT is full, partial:CLAUSE or not-gradable
+    local name=$1 what=$2 want=$3 detail
+    if [ "$rc" != 0 ]; then fail "PrairieLearn, $what: exit $rc (must be 0)"; tail -5 "$work/$name/err"; return; fi
+    if detail=$(docker run --rm -i --network none -v "$work/$name/grade:/grade:ro" "$image" python3 - "$want" <<'EOF'
+import json, os, sys
+want = sys.argv[1]
+path = "/grade/results/results.json"
+assert os.path.getsize(path) < 1_000_000, "results.json over 1 MB"
+result = json.load(open(path))
+if want == "not-gradable":
+    assert result["gradable"] is False and "runner.py" in result["format_errors"][0], result
+    print("not gradable: %s" % result["format_errors"][0])
+    sys.exit(0)
+assert result["gradable"] is True and 0 <= result["score"] <= 1, result.get("score")
+tests = result["tests"]
+assert tests and all({"name", "description", "points", "max_points", "message", "output"} <= set(t) for t in tests)
+assert abs(result["score"] - sum(t["points"] for t in tests) / sum(t["max_points"] for t in tests)) < 1e-9
+if want == "full":
+    assert result["score"] == 1, result["score"]
+else:
+    clause = want.split(":")[1]
+    assert result["score"] < 1 and any(t["points"] == 0 and t["description"].startswith("[%s]" % clause) for t in tests)
+print("score %.3f over %d checks" % (result["score"], len(tests)))
+EOF
+    ); then pass "PrairieLearn, $what: exit 0 after ${seconds}s; $detail"
+    else fail "PrairieLearn, $what: $(echo "$detail" | tail -1)"; fi
+}
+
+pl pl-correct "$work/reference.py"
+check_pl pl-correct "correct runner" full
+pl pl-wrong "$work/timeout0/runner.py"
+check_pl pl-wrong "wrong runner (timeout exits 0)" partial:S2.3
+pl pl-none -
+check_pl pl-none "nothing submitted" not-gradable
+
 # ---- hostile runners: each must end with exit 1, the suite's own reports and nothing left ------
 # check_hostile NAME: results.json and gradescope.json are the suite's (failures counted, the
 # runner's forgeries gone) and agree with the exit code.

@@ -1,36 +1,95 @@
 #!/bin/sh
 # pyops-grade: the image's entrypoint (behind tini). Grades the learner's runner.py mounted at
 # /root/pyops/sub/runner.py with the conformance suite; arguments go to the suite.
-#   --reference   grade the bundled reference runner instead (no mount needed)
+#   --reference      grade the bundled reference runner instead (no mount needed)
+#   --prairielearn   PrairieLearn's external grader: grade /grade/student/runner.py, write
+#                    /grade/results/results.json, exit 0 whenever it was written
 #   bash, sh or any other command as the first argument: run it instead (a shell in the lab)
 # Exit status is the suite's: 0 all passed, 1 failures, 2 usage or harness error.
 #
 # The runner under test is untrusted: it runs as an unprivileged uid of its own (--runner-user
 # own, unless the caller chose), which cannot read the bundled reference (0700), write the suite
-# or signal the grader. Reports are written to a folder of the grader's own and put into /results
-# only once the suite has ended, when no process of any runner is left to change them.
+# or signal the grader. Reports are written to a folder of the grader's own and put in place only
+# once the suite has ended, when no process of any runner is left to change them.
 set -eu
 runner=/root/pyops/sub/runner.py
 results=/results
+student=/grade/student/runner.py
+job_results=/grade/results
 
 # `docker run -it pyops-lab bash`: a command, not suite options, so hand over to it.
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && command -v "$1" >/dev/null 2>&1; then
     exec "$@"
 fi
 
-# Drop --reference from the arguments (the suite grades its bundled reference when no --runner
-# is given) and note whether the caller chose the runner or asked for help themselves.
-reference=no chosen=no user_chosen=no
+# Drop our own options from the arguments (the suite grades its bundled reference when no
+# --runner is given) and note whether the caller chose the runner or asked for help themselves.
+reference=no chosen=no user_chosen=no prairielearn=no
 for arg do
     shift
     case $arg in
         --reference) reference=yes; continue ;;
+        --prairielearn) prairielearn=yes; continue ;;
         --runner|--runner=*|-h|--help) chosen=yes ;;
         --runner-user|--runner-user=*) user_chosen=yes ;;
     esac
     set -- "$@" "$arg"
 done
 [ $user_chosen = yes ] || set -- --runner-user own "$@"
+
+# run_suite ARGS...: the suite as a child, so reports can be moved once it has ended; docker
+# stop's SIGTERM (and Ctrl-C) is passed on to it, and it then ends the session as usual. Sets
+# $status to its exit status.
+run_suite() {
+    pyops-conformance "$@" &
+    suite=$!
+    trap 'kill -TERM $suite 2>/dev/null || true' TERM HUP
+    trap 'kill -INT $suite 2>/dev/null || true' INT
+    while :; do
+        wait $suite && status=0 || status=$?
+        kill -0 $suite 2>/dev/null || break  # wait was cut short by a trapped signal
+    done
+    trap - TERM HUP INT
+}
+
+# install_reports FOLDER: the grader's reports from $private into FOLDER. Whatever a runner put
+# there while it ran goes first (files of the runner uids, and anything at the reports' names:
+# a planted symlink or folder).
+install_reports() {
+    range=$(python3 -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
+    find "$1" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
+    for report in "$private"/*; do
+        [ -e "$report" ] || continue
+        rm -rf "${1:?}/$(basename "$report")"
+        cp "$report" "$1/"
+    done
+}
+
+private=$(mktemp -d /tmp/pyops-grade-reports.XXXXXX)  # 0700: no runner uid can enter it
+trap 'rm -rf "$private"' EXIT
+
+if [ $prairielearn = yes ]; then
+    # PrairieLearn keeps results only from a job that exits 0, so every outcome is a results.json:
+    # a grading, or "not gradable" (no attempt counted) with what was wrong.
+    mkdir -p "$job_results"
+    not_gradable() {
+        python3 -c 'import json, sys; from conformance import platforms
+json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w"))' "$1" "$private/results.json"
+        install_reports "$job_results"
+        exit 0
+    }
+    if [ ! -f "$student" ]; then
+        found=$(ls -A /grade/student 2>/dev/null | tr '\n' ' ')
+        not_gradable "no runner.py was submitted (files received: ${found:-none}); submit your runner.py"
+    fi
+    install -m 0644 "$student" "$runner"
+    run_suite --runner "$runner" --prairielearn "$private/results.json" "$@"
+    if [ ! -s "$private/results.json" ]; then
+        not_gradable "the grader could not grade this submission (exit status $status); please tell the course staff"
+    fi
+    install_reports "$job_results"
+    exit 0
+fi
 
 if [ $reference = yes ] && ! python3 -c 'import runner.runner' 2>/dev/null; then
     echo "pyops-grade: --reference: this image has no reference runner (it is the lab image); grade your own with -v \"\$PWD/runner.py:$runner:ro\"" >&2
@@ -53,6 +112,7 @@ fi
 # A mounted /results gets the reports. Ours come first, so a --json/--gradescope the caller
 # gives later wins. Checked up front: failing after a whole grading run would waste it.
 if [ ! -d "$results" ]; then
+    rm -rf "$private"
     exec pyops-conformance "$@"
 fi
 probe=$results/.pyops-grade-write-test.$$
@@ -61,30 +121,6 @@ if ! (: >"$probe") 2>/dev/null; then
     exit 2
 fi
 rm -f "$probe"
-private=$(mktemp -d /tmp/pyops-grade-reports.XXXXXX)  # 0700: no runner uid can enter it
-set -- --json "$private/results.json" --gradescope "$private/gradescope.json" "$@"
-
-# The suite runs as a child so the reports can be moved afterwards; docker stop's SIGTERM
-# (and Ctrl-C) is passed on to it, and it then ends the session as usual.
-pyops-conformance "$@" &
-suite=$!
-trap 'kill -TERM $suite 2>/dev/null || true' TERM HUP
-trap 'kill -INT $suite 2>/dev/null || true' INT
-status=0
-while :; do
-    wait $suite && status=0 || status=$?
-    kill -0 $suite 2>/dev/null || break  # wait was cut short by a trapped signal
-done
-trap - TERM HUP INT
-
-# Whatever a runner put in /results while it ran goes (files of the runner uids, and anything at
-# the reports' names: a planted symlink or folder), then the grader's own reports go in.
-range=$(python3 -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
-find "$results" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
-for report in "$private"/*; do
-    [ -e "$report" ] || continue
-    rm -rf "${results:?}/$(basename "$report")"
-    cp "$report" "$results/"
-done
-rm -rf "$private"
+run_suite --json "$private/results.json" --gradescope "$private/gradescope.json" "$@"
+install_reports "$results"
 exit $status

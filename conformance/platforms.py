@@ -1,0 +1,90 @@
+"""The JSON report in the result formats of the platforms labs are graded on.
+
+Each format is a pure function of the suite's JSON report, so every platform shows the same
+verdicts: Gradescope's autograder results.json, and PrairieLearn's external-grader results.json.
+"""
+
+import json
+from pathlib import Path
+from typing import Dict, List, Mapping
+
+from conformance.clauses import CLAUSES
+from conformance.report import write_atomically
+
+# PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
+PRAIRIELEARN_LIMIT = 900_000
+# Where a check's message is cut when the whole file would be too large.
+_CUTS = (None, 4000, 1000, 200)
+
+
+def gradescope(report: Mapping) -> Dict:
+    """Gradescope's autograder format: one point per check."""
+    tests = []
+    for test in report["tests"]:
+        passed = test["outcome"] == "passed"
+        tests.append(
+            {
+                "name": _name(test),
+                "number": test.get("clause") or "",
+                "score": 1 if passed else 0,
+                "max_score": 1,
+                "status": "passed" if passed else "failed",
+                "output": test.get("message") or "",
+            }
+        )
+    total = report["summary"]
+    return {"score": total["passed"], "max_score": total["total"], "output": _summary_line(report), "tests": tests}
+
+
+def prairielearn(report: Mapping) -> Dict:
+    """PrairieLearn's external-grader format: score in [0, 1], one point per check, under 1 MB."""
+    total = report["summary"]
+    for cut in _CUTS:
+        tests: List[Dict] = []
+        for test in report["tests"]:
+            passed = test["outcome"] == "passed"
+            message = test.get("message") or ""
+            clause = CLAUSES.get(test.get("clause") or "")
+            tests.append(
+                {
+                    "name": _name(test),
+                    "description": "[%s] %s" % (clause.id, clause.text_en) if clause else "",
+                    "points": 1 if passed else 0,
+                    "max_points": 1,
+                    "message": message.splitlines()[0] if message else "",
+                    "output": message if cut is None or len(message) <= cut else message[:cut] + "\n[cut]",
+                }
+            )
+        result = {
+            "gradable": True,
+            "score": total["passed"] / total["total"] if total["total"] else 0.0,
+            "message": _summary_line(report),
+            "output": "",
+            "tests": tests,
+        }
+        if len(json.dumps(result, ensure_ascii=False).encode("utf-8")) <= PRAIRIELEARN_LIMIT:
+            break
+    return result
+
+
+def prairielearn_not_gradable(reason: str) -> Dict:
+    """A submission PrairieLearn should not count (no attempt used): what was wrong with it."""
+    return {"gradable": False, "format_errors": [reason]}
+
+
+def write(path: Path, result: Mapping) -> None:
+    write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+
+
+def _name(test: Mapping) -> str:
+    return test["id"].split("::")[-1]
+
+
+def _summary_line(report: Mapping) -> str:
+    total = report["summary"]
+    return "profile %s, isolation %s: %d of %d checks passed" % (
+        report["profile"],
+        report["isolation"],
+        total["passed"],
+        total["total"],
+    )

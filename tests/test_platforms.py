@@ -1,0 +1,50 @@
+"""Each platform's result file, made from the suite's JSON report alone."""
+
+import json
+
+from conformance import platforms
+
+
+def report(passed=3, failed=1, message="[S2.3] ...\n  expected: exit code 124"):
+    tests = [
+        {"id": "test_s1.py::test_ok[%d]" % n, "clause": "S1.1", "outcome": "passed", "message": "", "duration_s": 0.1}
+        for n in range(passed)
+    ] + [
+        {
+            "id": "test_s2.py::test_bad[%d]" % n,
+            "clause": "S2.3",
+            "outcome": "failed",
+            "message": message,
+            "duration_s": 1.0,
+        }
+        for n in range(failed)
+    ]
+    total = passed + failed
+    summary = {"passed": passed, "failed": failed, "errors": 0, "skipped": 0, "total": total}
+    return {"profile": "core", "isolation": "namespace", "summary": summary, "tests": tests}
+
+
+def test_prairielearn_scores_a_fraction_and_names_each_check():
+    result = platforms.prairielearn(report())
+    assert result["gradable"] is True and result["score"] == 0.75
+    assert [t["points"] for t in result["tests"]] == [1, 1, 1, 0]
+    assert all(t["max_points"] == 1 for t in result["tests"])
+    failed = result["tests"][-1]
+    assert failed["name"] == "test_bad[0]" and failed["description"].startswith("[S2.3] ")
+    assert failed["message"] == "[S2.3] ..." and "expected: exit code 124" in failed["output"]
+
+
+def test_prairielearn_stays_under_its_size_limit_whatever_the_runner_printed():
+    flood = report(passed=0, failed=200, message="[S1.2] x\n" + "y" * 20_000)
+    size = len(json.dumps(platforms.prairielearn(flood)).encode("utf-8"))
+    assert size <= platforms.PRAIRIELEARN_LIMIT
+
+
+def test_prairielearn_not_gradable_says_why():
+    assert platforms.prairielearn_not_gradable("no runner.py") == {"gradable": False, "format_errors": ["no runner.py"]}
+
+
+def test_gradescope_gives_a_point_per_check():
+    result = platforms.gradescope(report())
+    assert (result["score"], result["max_score"]) == (3, 4)
+    assert result["tests"][-1]["status"] == "failed" and result["tests"][-1]["number"] == "S2.3"
