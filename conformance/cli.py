@@ -132,7 +132,9 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if options.keyword:
         args += ["-k", options.keyword]
     if options.junit:
-        args += ["--junitxml", options.junit]
+        # xunit1 keeps each testcase's `file` and `line`, which GitLab and GitHub's test
+        # reporters use to point at the check.
+        args += ["--junitxml", options.junit, "-o", "junit_family=xunit1"]
     return args
 
 
@@ -233,6 +235,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         platforms.write(Path(options.gradescope), platforms.gradescope(data))
     if options.prairielearn:
         platforms.write(Path(options.prairielearn), platforms.prairielearn(data))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in platforms.github_annotations(data):
+            print(line)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as summary:
+            summary.write(platforms.github_summary(data))
     status = exit_status(code, data["summary"])
     return EXIT_ERROR if options.repeat > 1 and data["repeat"]["varied"] else status
 

@@ -1,7 +1,8 @@
 """The JSON report in the result formats of the platforms labs are graded on.
 
 Each format is a pure function of the suite's JSON report, so every platform shows the same
-verdicts: Gradescope's autograder results.json, and PrairieLearn's external-grader results.json.
+verdicts: Gradescope's autograder results.json, PrairieLearn's external-grader results.json, and
+GitHub Actions' job summary and error annotations.
 """
 
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping
 
 from conformance.clauses import CLAUSES
-from conformance.report import write_atomically
+from conformance.report import STEP_TITLES, verdict, write_atomically
 
 # PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
 PRAIRIELEARN_LIMIT = 900_000
@@ -72,6 +73,36 @@ def prairielearn_not_gradable(reason: str) -> Dict:
     return {"gradable": False, "format_errors": [reason]}
 
 
+def github_summary(report: Mapping) -> str:
+    """A Markdown step table and the failed checks, for a GitHub Actions job summary."""
+    lines = [
+        "## pyops lab: %s" % _summary_line(report),
+        "",
+        "| step | what | passed | verdict |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for step, row in report["steps"].items():
+        lines.append(
+            "| %s | %s | %d/%d | %s |" % (step, STEP_TITLES.get(step, ""), row["passed"], row["total"], verdict(row))
+        )
+    failed = [test for test in report["tests"] if test["outcome"] != "passed"]
+    if failed:
+        lines += ["", "### Failed checks", ""]
+        for test in failed:
+            lines += ["<details><summary>%s</summary>" % _escape_html(_first_line(test)), "", "```"]
+            lines += [test.get("message") or "", "```", "</details>"]
+    return "\n".join(lines) + "\n\n"
+
+
+def github_annotations(report: Mapping) -> List[str]:
+    """One `::error` workflow command per failed check (GitHub shows them on the run's page)."""
+    return [
+        "::error title=%s::%s" % (_escape_property(_first_line(test)), _escape_data(test.get("message") or ""))
+        for test in report["tests"]
+        if test["outcome"] != "passed"
+    ]
+
+
 def write(path: Path, result: Mapping) -> None:
     write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
 
@@ -88,3 +119,21 @@ def _summary_line(report: Mapping) -> str:
         total["passed"],
         total["total"],
     )
+
+
+def _first_line(test: Mapping) -> str:
+    message = test.get("message") or ""
+    return message.splitlines()[0] if message else _name(test)
+
+
+# GitHub's workflow commands: data escapes %, CR and LF; properties also : and ,.
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _escape_html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

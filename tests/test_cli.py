@@ -1,6 +1,8 @@
 """pyops-conformance as a user meets it: usage errors, exit codes, reports, languages."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -107,6 +109,21 @@ def test_gradescope_and_junit_files(tmp_path):
     assert {t["status"] for t in data["tests"]} <= {"passed", "failed"}
     suite = ElementTree.parse(str(junit)).getroot()
     assert int(suite.find("testsuite").get("failures")) == graded.report["summary"]["failed"]
+    cases = suite.iter("testcase")
+    assert all(case.get("file", "").endswith(".py") and case.get("line", "").isdigit() for case in cases)
+
+
+def test_on_github_actions_a_job_summary_and_an_error_per_failed_check(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier steps' summary\n")
+    env = dict(os.environ, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
+    argv = [sys.executable, "-m", "conformance", "--runner", str(liar(tmp_path)), "--clause", "S1.3", "-n", "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    errors = [line for line in done.stdout.splitlines() if line.startswith("::error title=[S1.3]")]
+    text = summary.read_text()
+    assert text.startswith("earlier steps' summary\n")  # appended, never replaced
+    assert len(errors) == text.count("<details>") > 0 and "| S1 |" in text
 
 
 def test_no_check_selected_is_an_error(tmp_path):
@@ -188,3 +205,12 @@ def test_the_pytest_view_is_there_for_maintainers(tmp_path):
     graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--view", "pytest")
     assert graded.rc == 1, graded.explain()
     assert "test_s1_" in graded.stdout and "short test summary" in graded.stdout
+
+
+def test_readme_s_github_classroom_workflow_grades_every_core_step_for_an_integer_score():
+    readme = (REFERENCE.parents[1] / "README.md").read_text(encoding="utf-8")
+    workflow = readme.split("<!-- github-classroom:", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    graded = re.findall(r"--clause (S\d)\n\s+timeout: \d+\n\s+max-score: (\d+)\n", workflow)
+    assert [step for step, _ in graded] == ["S%d" % n for n in range(1, 9)], graded
+    assert all(int(score) > 0 for _, score in graded)
+    assert "runners: " + ",".join("s%d" % n for n in range(1, 9)) in workflow

@@ -48,3 +48,20 @@ def test_gradescope_gives_a_point_per_check():
     result = platforms.gradescope(report())
     assert (result["score"], result["max_score"]) == (3, 4)
     assert result["tests"][-1]["status"] == "failed" and result["tests"][-1]["number"] == "S2.3"
+
+
+def with_steps(data):
+    data["steps"] = {"S1": {"passed": 3, "total": 3}, "S2": {"passed": 0, "total": 1}}
+    return data
+
+
+def test_github_summary_is_a_markdown_step_table_with_the_failures():
+    summary = platforms.github_summary(with_steps(report(message="[S2.3] exit <124>\n  expected: 124")))
+    assert "| S1 | run a command, pass its output and exit code | 3/3 | PASS |" in summary
+    assert "| S2 | --timeout kills the whole command, exit 124 | 0/1 | FAIL |" in summary
+    assert "<summary>[S2.3] exit &lt;124&gt;</summary>" in summary and "  expected: 124" in summary
+
+
+def test_github_annotations_escape_what_workflow_commands_reserve():
+    (line,) = platforms.github_annotations(report(passed=1, message="[S2.3] a, b: 100%\n  expected: 124"))
+    assert line == "::error title=[S2.3] a%2C b%3A 100%25::[S2.3] a, b: 100%25%0A  expected: 124"
