@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from conformance import platforms, report, view
-from conformance.clauses import CORE, LANGUAGES, PROFILES
+from conformance import config, platforms, report, view
+from conformance.clauses import LANGUAGES, PROFILES
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 
@@ -45,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="own: an unprivileged uid of its own per check (needs root); grader: the grader's own user; "
         "auto (default): own when possible",
     )
-    parser.add_argument("--profile", default=CORE, choices=PROFILES, help="core (the lab) or extended")
+    parser.add_argument(
+        "--config", metavar="FILE", help="the lab configuration (TOML): points, profile, visibility (default: lab.toml)"
+    )
+    parser.add_argument(
+        "--profile", choices=PROFILES, help="core (the lab) or extended (default: the configuration's, core)"
+    )
     parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report here")
     parser.add_argument("--gradescope", metavar="FILE", help="write a Gradescope results.json here")
@@ -172,7 +177,12 @@ def validate(options: argparse.Namespace) -> None:
     # workers (the plugin decides again, and says why in its header).
     options.decided_isolation = decided["isolation"]
     options.decided = decided
-    options.lang = view.language(options.lang)
+    try:
+        options.lab = config.load(Path(options.config) if options.config else None)
+    except config.ConfigError as error:
+        raise UsageError(str(error)) from None
+    options.profile = options.profile or options.lab.profile
+    options.lang = view.language(options.lang or options.lab.lang)
     if options.verbose:
         options.view = "pytest"
 
@@ -224,17 +234,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 return EXIT_ERROR  # pytest could not start the suite; it has said why
             rounds.append(data)
     data = rounds[-1]
+    data["score"] = platforms.score(data, options.lab)
     if options.repeat > 1:
         changed = report.varied(rounds)
         for line in report.varied_lines(changed, options.repeat):
             print(line)
         data["repeat"] = {"rounds": options.repeat, "varied": changed}
-        if options.json:
-            report.write_report(Path(options.json), data)
+    if options.json:
+        report.write_report(Path(options.json), data)
     if options.gradescope:
-        platforms.write(Path(options.gradescope), platforms.gradescope(data))
+        platforms.write(Path(options.gradescope), platforms.gradescope(data, options.lab))
     if options.prairielearn:
-        platforms.write(Path(options.prairielearn), platforms.prairielearn(data))
+        platforms.write(Path(options.prairielearn), platforms.prairielearn(data, options.lab))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in platforms.github_annotations(data):
             print(line)

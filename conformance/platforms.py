@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping
 
 from conformance.clauses import CLAUSES
+from conformance.config import LabConfig
 from conformance.report import STEP_TITLES, verdict, write_atomically
 
 # PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
@@ -18,28 +19,40 @@ PRAIRIELEARN_LIMIT = 900_000
 _CUTS = (None, 4000, 1000, 200)
 
 
-def gradescope(report: Mapping) -> Dict:
-    """Gradescope's autograder format: one point per check."""
+def score(report: Mapping, config: LabConfig) -> Dict[str, float]:
+    """The points earned and the most there were, by the configuration's points."""
+    worth = config.points(report["tests"])
+    earned = sum(worth[test["id"]] for test in report["tests"] if test["outcome"] == "passed")
+    return {"points": round(earned, 4), "max_points": round(sum(worth.values()), 4)}
+
+
+def gradescope(report: Mapping, config: LabConfig) -> Dict:
+    """Gradescope's autograder format: each check's points and visibility from the configuration."""
+    worth = config.points(report["tests"])
     tests = []
     for test in report["tests"]:
         passed = test["outcome"] == "passed"
+        clause = test.get("clause") or ""
         tests.append(
             {
                 "name": _name(test),
-                "number": test.get("clause") or "",
-                "score": 1 if passed else 0,
-                "max_score": 1,
+                "number": clause,
+                "score": round(worth[test["id"]], 4) if passed else 0,
+                "max_score": round(worth[test["id"]], 4),
                 "status": "passed" if passed else "failed",
                 "output": test.get("message") or "",
+                "visibility": config.visibility_of(clause),
+                "tags": [clause] if clause else [],
             }
         )
-    total = report["summary"]
-    return {"score": total["passed"], "max_score": total["total"], "output": _summary_line(report), "tests": tests}
+    total = score(report, config)
+    return {"score": total["points"], "max_score": total["max_points"], "output": _summary_line(report), "tests": tests}
 
 
-def prairielearn(report: Mapping) -> Dict:
-    """PrairieLearn's external-grader format: score in [0, 1], one point per check, under 1 MB."""
-    total = report["summary"]
+def prairielearn(report: Mapping, config: LabConfig) -> Dict:
+    """PrairieLearn's external-grader format: score in [0, 1] by the configuration's points, under 1 MB."""
+    worth = config.points(report["tests"])
+    total = score(report, config)
     for cut in _CUTS:
         tests: List[Dict] = []
         for test in report["tests"]:
@@ -50,15 +63,15 @@ def prairielearn(report: Mapping) -> Dict:
                 {
                     "name": _name(test),
                     "description": "[%s] %s" % (clause.id, clause.text_en) if clause else "",
-                    "points": 1 if passed else 0,
-                    "max_points": 1,
+                    "points": round(worth[test["id"]], 4) if passed else 0,
+                    "max_points": round(worth[test["id"]], 4),
                     "message": message.splitlines()[0] if message else "",
                     "output": message if cut is None or len(message) <= cut else message[:cut] + "\n[cut]",
                 }
             )
         result = {
             "gradable": True,
-            "score": total["passed"] / total["total"] if total["total"] else 0.0,
+            "score": total["points"] / total["max_points"] if total["max_points"] else 0.0,
             "message": _summary_line(report),
             "output": "",
             "tests": tests,

@@ -104,8 +104,10 @@ def test_gradescope_and_junit_files(tmp_path):
     )
     assert graded.rc == 1
     data = json.loads(gradescope.read_text())
-    assert data["max_score"] == len(data["tests"]) == graded.report["summary"]["total"]
-    assert data["score"] == graded.report["summary"]["passed"]
+    assert len(data["tests"]) == graded.report["summary"]["total"]
+    # The shipped configuration: 3 points for step S1, 3 for S8, shared by each step's checks.
+    assert data["max_score"] == graded.report["score"]["max_points"] == 6
+    assert data["score"] == graded.report["score"]["points"] < 6
     assert {t["status"] for t in data["tests"]} <= {"passed", "failed"}
     suite = ElementTree.parse(str(junit)).getroot()
     assert int(suite.find("testsuite").get("failures")) == graded.report["summary"]["failed"]
@@ -214,3 +216,14 @@ def test_readme_s_github_classroom_workflow_grades_every_core_step_for_an_intege
     assert [step for step, _ in graded] == ["S%d" % n for n in range(1, 9)], graded
     assert all(int(score) > 0 for _, score in graded)
     assert "runners: " + ",".join("s%d" % n for n in range(1, 9)) in workflow
+
+
+def test_a_configuration_sets_the_profile_and_a_broken_one_is_refused_in_one_line(tmp_path):
+    lab = tmp_path / "lab.toml"
+    lab.write_text('profile = "extended"\n[points]\nX = 7\n')
+    graded = grade(tmp_path, REFERENCE, "--config", str(lab), "--clause", "X3")
+    assert graded.rc == 0 and graded.report["profile"] == "extended", graded.explain()
+    assert graded.report["score"]["max_points"] == 7
+    lab.write_text("[points]\nS1 = 'ten'\n")
+    graded = grade(tmp_path, REFERENCE, "--config", str(lab))
+    assert graded.rc == 2 and graded.stderr.count("\n") == 1 and "points.S1 = 'ten'" in graded.stderr

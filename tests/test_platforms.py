@@ -2,7 +2,10 @@
 
 import json
 
-from conformance import platforms
+from conformance import config, platforms
+
+# One point per check of the report below (three of S1.1, one of S2.3).
+LAB = config.parse({"points": {"S1": 3, "S2": 1}})
 
 
 def report(passed=3, failed=1, message="[S2.3] ...\n  expected: exit code 124"):
@@ -25,7 +28,7 @@ def report(passed=3, failed=1, message="[S2.3] ...\n  expected: exit code 124"):
 
 
 def test_prairielearn_scores_a_fraction_and_names_each_check():
-    result = platforms.prairielearn(report())
+    result = platforms.prairielearn(report(), LAB)
     assert result["gradable"] is True and result["score"] == 0.75
     assert [t["points"] for t in result["tests"]] == [1, 1, 1, 0]
     assert all(t["max_points"] == 1 for t in result["tests"])
@@ -36,7 +39,7 @@ def test_prairielearn_scores_a_fraction_and_names_each_check():
 
 def test_prairielearn_stays_under_its_size_limit_whatever_the_runner_printed():
     flood = report(passed=0, failed=200, message="[S1.2] x\n" + "y" * 20_000)
-    size = len(json.dumps(platforms.prairielearn(flood)).encode("utf-8"))
+    size = len(json.dumps(platforms.prairielearn(flood, config.parse({"points": {"S1": 1}}))).encode("utf-8"))
     assert size <= platforms.PRAIRIELEARN_LIMIT
 
 
@@ -45,7 +48,7 @@ def test_prairielearn_not_gradable_says_why():
 
 
 def test_gradescope_gives_a_point_per_check():
-    result = platforms.gradescope(report())
+    result = platforms.gradescope(report(), LAB)
     assert (result["score"], result["max_score"]) == (3, 4)
     assert result["tests"][-1]["status"] == "failed" and result["tests"][-1]["number"] == "S2.3"
 
