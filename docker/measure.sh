@@ -1,9 +1,14 @@
 #!/bin/bash
-# docker/measure.sh: the grading image's size, and the wall time of one core grading of the
-# bundled reference in the container (hardened flags) against the same suite on the host.
+# docker/measure.sh: how fast a core grading of the bundled reference is, in one run:
+#   namespace   on the host (root, private mount namespaces, parallel): wall and CPU-seconds
+#   container   the image under the hardened flags (shared isolation, one check at a time):
+#               wall at 2 CPUs and at --cpus 0.5 --memory 768m (a Gradescope-sized machine),
+#               container start included
+#   serial sum  the sum of every check's own time (what shared isolation must wait through)
 #   PYOPS_IMAGE   image to measure (default pyops-lab:ci, as built by docker/ci-test.sh)
 # The container grades with the suite baked in at build time and the host with the working tree's:
-# rebuild first if the suite changed (the test counts printed below should agree).
+# rebuild first if the suite changed (the test counts printed below should agree). Measure on an
+# idle machine.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,28 +28,37 @@ if [ -x "$repo/.venv/bin/python" ]; then host_python=$repo/.venv/bin/python; els
 "$host_python" -c 'import conformance.cli, xdist, psutil' 2>/dev/null \
     || { echo "measure: $host_python cannot import the suite; pip install . first" >&2; exit 2; }
 
-# timed LABEL RESULTS_DIR COMMAND...: run it once, print wall time, exit status, what was graded.
+# timed LABEL RESULTS_DIR COMMAND...: run it once; print wall time, CPU-seconds of the command
+# and its children (for a container: of the docker client only, so not shown), exit status, what
+# was graded, and the serial sum of the checks' own times.
 timed() {
-    local label=$1 results=$2 start end rc=0
+    local label=$1 results=$2 rc=0
     shift 2
     mkdir -p "$results"
-    start=$(date +%s.%N)
-    "$@" >"$results/out" 2>&1 || rc=$?
-    end=$(date +%s.%N)
-    "$host_python" - "$label" "$start" "$end" "$rc" "$results/results.json" <<'EOF'
+    /usr/bin/time -f "%e %U %S" -o "$results/time" "$@" >"$results/out" 2>&1 || rc=$?
+    "$host_python" - "$label" "$rc" "$results/time" "$results/results.json" <<'EOF'
 import json, sys
-label, start, end, rc, path = sys.argv[1:]
+label, rc, times, path = sys.argv[1:]
+wall, user, system = (float(x) for x in open(times).read().split()[-3:])
+cpu = "" if label.startswith("container") else "  %5.1f CPU-s" % (user + system)
 try:
     report = json.load(open(path))
-    what = "%d tests, isolation %s" % (report["summary"]["total"], report["isolation"])
+    serial = sum(test["duration_s"] for test in report["tests"])
+    what = "%d checks, isolation %s, serial sum %.1f s" % (report["summary"]["total"], report["isolation"], serial)
 except (OSError, ValueError, KeyError):
     what = "no report"
-print("%-10s %7.1f s  exit %s  (%s)" % (label, float(end) - float(start), rc, what))
+print("%-16s %6.1f s wall%s  exit %s  (%s)" % (label, wall, cpu, rc, what))
 EOF
 }
 
+command -v /usr/bin/time >/dev/null || { echo "measure: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 size=$(docker image inspect -f '{{.Size}}' "$image")
-echo "image      $image: $((size / 1000000)) MB"
-timed container "$work/container" docker run --rm "${hardened[@]}" -v "$work/container:/results" \
-    "$image" --reference
-timed host "$work/host" "$host_python" -m conformance --json "$work/host/results.json"
+echo "image            $image: $((size / 1000000)) MB, $(nproc) CPUs here"
+timed "namespace" "$work/host" "$host_python" -m conformance --json "$work/host/results.json"
+for cpus in 2 0.5; do
+    limits=(--cpus "$cpus")
+    [ "$cpus" = 0.5 ] && limits+=(--memory 768m)
+    mkdir -p -m 0777 "$work/container-$cpus"
+    timed "container $cpus CPU" "$work/container-$cpus" docker run --rm "${hardened[@]}" "${limits[@]}" \
+        -v "$work/container-$cpus:/results" "$image" --reference
+done
