@@ -171,12 +171,14 @@ def finished(result: Result, clause: str) -> None:
 _HUNG_WORDS = {
     "en": "your runner was still waiting while %s remained: it waits for more than the command's own process "
     "(communicate(), or reading a pipe until every process holding it has closed it, or wait() on a process that "
-    "ignores SIGTERM). Once the timeout has passed or SIGTERM was forwarded, SIGKILL the whole group "
-    "(os.killpg(pgid, signal.SIGKILL)), then wait.",
+    "ignores SIGTERM). After a timeout, SIGKILL the whole group (os.killpg(pgid, signal.SIGKILL)) and then wait; "
+    "after forwarding SIGTERM, wait for the command's own process only (proc.wait()), and once it has exited "
+    "SIGKILL what is left of its group.",
     "ja": "%s が残っている間、runner は待ち続けていました。コマンド自身のプロセス以上のものを待っています"
     "(communicate()、パイプを持つ全プロセスが閉じるまでの読み取り、SIGTERM を無視するプロセスへの wait())。"
-    "タイムアウト後や SIGTERM を伝えたあとは、グループ全体を SIGKILL してから待ってください"
-    "(os.killpg(pgid, signal.SIGKILL))。",
+    "タイムアウトのあとはグループ全体を SIGKILL してから待ってください(os.killpg(pgid, signal.SIGKILL))。"
+    "SIGTERM を伝えたあとはコマンド自身のプロセスだけを待ち(proc.wait())、それが終了したら"
+    "グループに残ったものを SIGKILL してください。",
 }
 
 
