@@ -246,9 +246,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if options.json:
         report.write_report(Path(options.json), data)
     if options.gradescope:
-        platforms.write(Path(options.gradescope), platforms.gradescope(data, options.lab))
+        report.write_report(Path(options.gradescope), platforms.gradescope(data, options.lab))
     if options.prairielearn:
-        platforms.write(Path(options.prairielearn), platforms.prairielearn(data, options.lab))
+        report.write_report(Path(options.prairielearn), platforms.prairielearn(data, options.lab))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in platforms.github_annotations(data):
             print(line)

@@ -7,7 +7,7 @@ tail of its output, the lab's files and any process it left behind.
 import json
 import re
 import unicodedata
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
 from conformance import timing
 from conformance.clauses import CLAUSES
@@ -15,11 +15,17 @@ from conformance.records import FieldProblem, Record
 from conformance.result import ProcessInfo, Result, tail
 
 LANG = "en"  # set by the plugin from --lab-lang
+T = TypeVar("T")
 
 _LABELS = {
     "en": {"expected": "expected", "actual": "actual", "hint": "hint"},
     "ja": {"expected": "期待", "actual": "実際", "hint": "ヒント"},
 }
+
+
+def _in(table: Mapping[str, T], lang: str) -> T:
+    """The entry of `table` in language `lang`, English when it has none."""
+    return table.get(lang, table["en"])
 
 
 class ClauseFailure(AssertionError):
@@ -35,7 +41,7 @@ class ClauseFailure(AssertionError):
 def render(clause_id: str, expected: str, actual: str, result: Optional[Result], hint: Optional[str] = None) -> str:
     """The teaching message; `hint`, chosen from the evidence, replaces the clause's general one."""
     clause = CLAUSES[clause_id]
-    labels = _LABELS.get(LANG, _LABELS["en"])
+    labels = _in(_LABELS, LANG)
     lines = [
         "[%s] %s" % (clause_id, clause.text(LANG)),
         labelled(labels["expected"], expected),
@@ -49,7 +55,7 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result],
 
 def hint_line(clause_id: str, lang: str, hint: Optional[str] = None) -> str:
     """The line of a failure message that gives the hint (the clause's own unless `hint`)."""
-    labels = _LABELS.get(lang, _LABELS["en"])
+    labels = _in(_LABELS, lang)
     return labelled(labels["hint"], hint or CLAUSES[clause_id].hint(lang))
 
 
@@ -61,7 +67,7 @@ def labelled(label: str, text: str = "") -> str:
 
 def evidence(result: Result) -> List[str]:
     """What the runner did, for a failure message."""
-    words = _EVIDENCE_WORDS[LANG if LANG in _EVIDENCE_WORDS else "en"]
+    words = _in(_EVIDENCE_WORDS, LANG)
 
     ending = (
         words["hung"] % result.hung_after_s
@@ -161,7 +167,7 @@ def finished(result: Result, clause: str) -> None:
             "the runner finishes by itself",
             "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0),
             result,
-            _HUNG_WORDS[LANG if LANG in _HUNG_WORDS else "en"] % _named(result.survivors) if result.survivors else None,
+            _in(_HUNG_WORDS, LANG) % _named(result.survivors) if result.survivors else None,
         )
 
 
@@ -217,7 +223,7 @@ def survivor_hint(survivors: Sequence[ProcessInfo], lang: str) -> str:
     SIGKILLed once the command has ended. One that does not ignore it would have ended on
     SIGTERM, so it never got a signal: the runner signalled the child, not its process group.
     """
-    words = _SURVIVOR_WORDS[lang if lang in _SURVIVOR_WORDS else "en"]
+    words = _in(_SURVIVOR_WORDS, lang)
     parts = []
     for ignores, advice in ((True, words["ignores"]), (False, words["unsignalled"])):
         named = _named(survivors, ignores)

@@ -6,12 +6,11 @@ GitHub Actions' job summary and error annotations.
 """
 
 import json
-from pathlib import Path
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Tuple
 
 from conformance.clauses import CLAUSES
 from conformance.config import LabConfig
-from conformance.report import STEP_TITLES, verdict, write_atomically
+from conformance.report import STEP_TITLES, verdict
 
 # PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
 PRAIRIELEARN_LIMIT = 900_000
@@ -21,50 +20,46 @@ _CUTS = (None, 4000, 1000, 200)
 
 def score(report: Mapping, config: LabConfig) -> Dict[str, float]:
     """The points earned and the most there were, by the configuration's points."""
-    worth = config.points(report["tests"])
-    earned = sum(worth[test["id"]] for test in report["tests"] if test["outcome"] == "passed")
-    return {"points": round(earned, 4), "max_points": round(sum(worth.values()), 4)}
+    return _total(_checks(report, config))
 
 
 def gradescope(report: Mapping, config: LabConfig) -> Dict:
     """Gradescope's autograder format: each check's points and visibility from the configuration."""
-    worth = config.points(report["tests"])
+    checks = _checks(report, config)
     tests = []
-    for test in report["tests"]:
-        passed = test["outcome"] == "passed"
+    for test, earned, most in checks:
         clause = test.get("clause") or ""
         tests.append(
             {
                 "name": _name(test),
                 "number": clause,
-                "score": round(worth[test["id"]], 4) if passed else 0,
-                "max_score": round(worth[test["id"]], 4),
-                "status": "passed" if passed else "failed",
+                "score": round(earned, 4),
+                "max_score": round(most, 4),
+                "status": "passed" if test["outcome"] == "passed" else "failed",
                 "output": test.get("message") or "",
                 "visibility": config.visibility_of(clause),
                 "tags": [clause] if clause else [],
             }
         )
-    total = score(report, config)
+    total = _total(checks)
     return {"score": total["points"], "max_score": total["max_points"], "output": _summary_line(report), "tests": tests}
 
 
 def prairielearn(report: Mapping, config: LabConfig) -> Dict:
     """PrairieLearn's external-grader format: score in [0, 1] by the configuration's points, under 1 MB."""
-    worth = config.points(report["tests"])
-    total = score(report, config)
+    checks = _checks(report, config)
+    total = _total(checks)
     for cut in _CUTS:
         tests: List[Dict] = []
-        for test in report["tests"]:
-            passed = test["outcome"] == "passed"
+        for test, earned, most in checks:
             message = test.get("message") or ""
             clause = CLAUSES.get(test.get("clause") or "")
             tests.append(
                 {
                     "name": _name(test),
                     "description": "[%s] %s" % (clause.id, clause.text_en) if clause else "",
-                    "points": round(worth[test["id"]], 4) if passed else 0,
-                    "max_points": round(worth[test["id"]], 4),
+                    "points": round(earned, 4),
+                    "max_points": round(most, 4),
                     "message": message.splitlines()[0] if message else "",
                     "output": message if cut is None or len(message) <= cut else message[:cut] + "\n[cut]",
                 }
@@ -116,8 +111,19 @@ def github_annotations(report: Mapping) -> List[str]:
     ]
 
 
-def write(path: Path, result: Mapping) -> None:
-    write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+def _checks(report: Mapping, config: LabConfig) -> List[Tuple[Mapping, float, float]]:
+    """Each test with the points it earned and the most it could."""
+    worth = config.points(report["tests"])
+    return [
+        (test, worth[test["id"]] if test["outcome"] == "passed" else 0, worth[test["id"]]) for test in report["tests"]
+    ]
+
+
+def _total(checks: List[Tuple[Mapping, float, float]]) -> Dict[str, float]:
+    return {
+        "points": round(sum(earned for _, earned, _ in checks), 4),
+        "max_points": round(sum(most for _, _, most in checks), 4),
+    }
 
 
 def _name(test: Mapping) -> str:

@@ -160,14 +160,14 @@ def varied_lines(changed: Sequence[Mapping], rounds: int) -> List[str]:
 
 
 def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
-    write_atomically(path, json.dumps(build(info, tests), indent=2, ensure_ascii=False) + "\n")
+    write_report(path, build(info, tests))
 
 
 def write_report(path: Path, report: Mapping) -> None:
-    write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    _write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
     temporary.write_text(text, encoding="utf-8")
     os.replace(str(temporary), str(path))
