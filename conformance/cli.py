@@ -1,5 +1,8 @@
 """pyops-conformance: grade a runner.py against the lab, clause by clause.
 
+    pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
+    pyops-conformance worker --broker URL               grade a class's submissions sent by Celery
+
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
                       [-n WORKERS] [-k EXPR]
@@ -191,6 +194,16 @@ def validate(options: argparse.Namespace) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Subcommands; anything else grades one runner, as it always has.
+    if argv[:1] == ["class"]:
+        from conformance.classroom.command import main_class
+
+        return main_class(argv[1:])
+    if argv[:1] == ["worker"]:
+        from conformance.classroom.command import main_worker
+
+        return main_worker(argv[1:])
     try:
         options = build_parser().parse_args(argv)
         validate(options)

@@ -23,6 +23,16 @@ def score(report: Mapping, config: LabConfig) -> Dict[str, float]:
     return _total(_checks(report, config))
 
 
+def step_scores(report: Mapping, config: LabConfig) -> Dict[str, Dict[str, float]]:
+    """Each step's points earned and the most there were (a class's grades.csv has a column each)."""
+    steps: Dict[str, List[Tuple[Mapping, float, float]]] = {step: [] for step in report["steps"]}
+    for check in _checks(report, config):
+        clause = CLAUSES.get(check[0].get("clause") or "")
+        if clause is not None and clause.step in steps:
+            steps[clause.step].append(check)
+    return {step: _total(checks) for step, checks in steps.items()}
+
+
 def gradescope(report: Mapping, config: LabConfig) -> Dict:
     """Gradescope's autograder format: each check's points and visibility from the configuration."""
     checks = _checks(report, config)

@@ -164,10 +164,11 @@ def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
 
 
 def write_report(path: Path, report: Mapping) -> None:
-    _write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so a reader (or a crash) never sees half of it."""
     temporary = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
     temporary.write_text(text, encoding="utf-8")
     os.replace(str(temporary), str(path))

@@ -57,6 +57,7 @@ def mutate(mutant: Mutant, text: str) -> str:
 def build(mutant: Mutant, directory: Path) -> Path:
     """Write the mutant as DIRECTORY/runner.py (the name the lab gives it) and return that path."""
     text = mutate(mutant, BASES[mutant.base].read_text(encoding="utf-8"))
+    Path(directory).mkdir(parents=True, exist_ok=True)
     path = Path(directory) / "runner.py"
     # A mutant that does not even compile fails every check, so it would prove nothing.
     compile(text, "%s (mutant %s)" % (path, mutant.name), "exec")

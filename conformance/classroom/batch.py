@@ -1,0 +1,125 @@
+"""A class graded in one go: what to grade, the queue, the store and the progress as it goes."""
+
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from conformance.classroom import grading, report_html
+from conformance.classroom.discover import Submission
+from conformance.classroom.queue import Done, Job, Settings
+from conformance.classroom.store import Store, resume_key
+from conformance.clauses import steps_for
+
+# grades.csv is rewritten as gradings finish, at most this often (a class of thousands would
+# otherwise spend its time rewriting it); it is always written once more at the end.
+GRADES_EVERY_S = 2.0
+
+Queue = Callable[[List[Job], Settings, Done], None]
+
+
+class Batch:
+    def __init__(self, submissions: List[Submission], store: Store, settings: Settings, root: Path) -> None:
+        self.submissions = submissions
+        self.store = store
+        self.settings = settings
+        self.root = root  # SUBMISSIONS: paths are shown relative to it
+        self.records: Dict[str, Dict] = {}
+        self.steps = steps_for(store.config.profile)
+        self.kept = 0  # records still valid from an earlier run
+        self._written_at = 0.0
+
+    def plan(self, force: bool) -> List[Job]:
+        """The jobs to run; records still valid, and unusable submissions, are settled here."""
+        suite = grading.suite_fingerprint()
+        jobs = []
+        for submission in self.submissions:
+            shown = self._shown(submission)
+            text = submission.path.read_bytes() if submission.path else None
+            key = resume_key(text, self.settings.config_text, suite, self.settings.python, self.settings.lang)
+            if submission.path is None or text is None:
+                outcome = {"status": grading.ERROR, "message": submission.problem, "seconds": 0, "suite": suite}
+                self.records[submission.student] = self.store.save(submission.student, shown, key, outcome)
+                continue
+            kept = None if force else self.store.current(submission.student, key)
+            if kept is not None:
+                self.records[submission.student] = kept
+                self.kept += 1
+            else:
+                jobs.append(Job(submission.student, shown, text, key))
+        return jobs
+
+    def run(self, jobs: List[Job], queue: Queue, progress: "Progress") -> None:
+        def done(job: Job, outcome: Dict) -> None:
+            if outcome.get("suite") != grading.suite_fingerprint():
+                # A worker with another suite would make this class's grades incomparable.
+                outcome = dict(
+                    outcome,
+                    status=grading.ERROR,
+                    report=None,
+                    message="graded by another version of the suite (%s); update that worker" % outcome.get("suite"),
+                )
+            record = self.store.save(job.student, job.submission, job.key, outcome)
+            self.records[job.student] = record
+            progress.finished(record)
+            if time.monotonic() - self._written_at >= GRADES_EVERY_S:
+                self.write_grades()
+
+        try:
+            queue(jobs, self.settings, done)
+        finally:
+            self.write_grades()
+            self.write_report()
+
+    def write_grades(self) -> None:
+        self.store.write_grades(self.records.values(), self.steps)
+        self._written_at = time.monotonic()
+
+    def write_report(self) -> None:
+        students = [dict(record, tests=self.store.tests(name)) for name, record in sorted(self.records.items())]
+        self.store.write_page("report.html", report_html.render(students))
+
+    def _shown(self, submission: Submission) -> str:
+        path = submission.path or (self.root / submission.student)
+        try:
+            return str(path.relative_to(self.root.parent))
+        except ValueError:
+            return str(path)
+
+
+class Progress:
+    """A progress bar (count, rate, ETA, failures so far) and a line per finished submission."""
+
+    def __init__(self, total: int, kept: int) -> None:
+        from tqdm import tqdm
+
+        self.below_full = 0
+        self.not_graded = 0
+        # disable=None: a bar only on a terminal; a log gets the lines alone.
+        self.bar = tqdm(total=total, unit="submission", file=sys.stderr, disable=None, dynamic_ncols=True)
+        if kept:
+            self.bar.write("%d submission(s) unchanged since their last grading: kept" % kept)
+
+    def finished(self, record: Dict) -> None:
+        if record["status"] != grading.GRADED:
+            self.not_graded += 1
+            line = "%s: %s (%s)" % (record["student"], record["status"], record["message"])
+        else:
+            if record["score"] < record["max_score"]:
+                self.below_full += 1
+            line = "%s: %s/%s points (%ss)" % (
+                record["student"],
+                _n(record["score"]),
+                _n(record["max_score"]),
+                record["seconds"],
+            )
+        self.bar.write(line, file=sys.stdout)
+        self.bar.set_postfix(below_full=self.below_full, not_graded=self.not_graded, refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _n(value: Optional[float]) -> str:
+    return "%g" % value if value is not None else "-"

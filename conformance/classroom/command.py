@@ -1,0 +1,183 @@
+"""`pyops-conformance class` (grade a folder of submissions) and `pyops-conformance worker`.
+
+    pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force] [--broker URL]
+                            [--python EXE] [--lang en|ja] [--timeout SECONDS] [-n WORKERS]
+    pyops-conformance worker --broker URL [-j N]
+
+Exit status of `class`: 0 every submission was graded (whatever its score), 1 some could not be
+(error or timeout: see grades.csv), 2 a usage error, 130 stopped by Ctrl-C (what finished is kept).
+"""
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from conformance import config, view
+from conformance.classroom import grading
+from conformance.classroom.discover import NotASubmissionsFolder, discover
+from conformance.classroom.queue import Settings, run_local
+from conformance.classroom.store import NotAClassFolder, Store
+from conformance.clauses import LANGUAGES
+from conformance.cli import EXIT_ERROR, Parser, UsageError
+
+EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED, EXIT_INTERRUPTED = 0, 1, 130
+# Checks of one grading at a time (the suite's -n): with a grading per core, the machine runs as
+# many checks at once as one grading does alone with its default, so the timing checks see the
+# load they were made for.
+CHECKS_PER_GRADING = 4
+
+
+def default_parallel() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def class_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="pyops-conformance class", description="Grade a folder of submissions, one per student.")
+    parser.add_argument(
+        "submissions", metavar="SUBMISSIONS", help="one folder with a runner.py, or one STUDENT.py, per student"
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="the class folder: reports, grades.csv, report.html"
+    )
+    parser.add_argument("--config", metavar="FILE", help="the lab configuration (default: the shipped lab.toml)")
+    parser.add_argument(
+        "-j", "--jobs", type=int, help="submissions graded at once (default: one per CPU, %d here)" % default_parallel()
+    )
+    parser.add_argument(
+        "-n",
+        "--workers",
+        type=int,
+        default=CHECKS_PER_GRADING,
+        help="checks run at once within one grading (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="grade again even what is unchanged since its last grading"
+    )
+    parser.add_argument(
+        "--broker", metavar="URL", help="a Celery broker (redis://HOST:PORT/N): workers on other machines grade"
+    )
+    parser.add_argument("--python", help="interpreter that runs the runners (default: the suite's base python3)")
+    parser.add_argument(
+        "--lang", choices=LANGUAGES, help="language of the reports (default: the configuration's, else the locale's)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=grading.DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a grading that takes longer is stopped and recorded as timeout (default: %(default)g)",
+    )
+    return parser
+
+
+def main_class(argv: Sequence[str]) -> int:
+    try:
+        options = class_parser().parse_args(list(argv))
+        settings, store, submissions, parallel = _prepare(options)
+    except (UsageError, NotASubmissionsFolder, NotAClassFolder) as error:
+        print("pyops-conformance class: error: %s" % error, file=sys.stderr)
+        return EXIT_ERROR
+    from conformance.classroom.batch import Batch, Progress
+
+    batch = Batch(submissions, store, settings, Path(options.submissions).resolve())
+    jobs = batch.plan(options.force)
+    print(
+        "%d submission(s) in %s: %d to grade, %s; results in %s"
+        % (len(submissions), options.submissions, len(jobs), _where(options, parallel), options.out),
+        flush=True,
+    )
+    progress = Progress(len(jobs), batch.kept)
+    if options.broker:
+        from conformance.classroom import distributed
+
+        queue = distributed.queue(options.broker, settings)
+    else:
+
+        def queue(jobs, settings, done):  # type: ignore[no-untyped-def]
+            run_local(jobs, settings, parallel, done)
+
+    try:
+        batch.run(jobs, queue, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print(
+            "stopped: %d of %d graded this time are kept in %s; run the same command to go on"
+            % (progress.bar.n, len(jobs), options.out),
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    progress.close()
+    statuses = [record["status"] for record in batch.records.values()]
+    not_graded = sum(status != grading.GRADED for status in statuses)
+    print(
+        "%d graded, %d not graded (error or timeout): %s, %s"
+        % (len(statuses) - not_graded, not_graded, store.folder / "grades.csv", store.folder / "report.html")
+    )
+    return EXIT_SOME_NOT_GRADED if not_graded else EXIT_ALL_GRADED
+
+
+def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
+    if options.jobs is not None and options.jobs < 1:
+        raise UsageError("-j needs 1 or more")
+    if options.workers < 0:
+        raise UsageError("-n needs 0 or more")
+    if options.timeout <= 0:
+        raise UsageError("--timeout needs a positive number of seconds")
+    config_path = Path(options.config) if options.config else config.DEFAULT_FILE
+    try:
+        lab = config.load(config_path)
+    except config.ConfigError as error:
+        raise UsageError(str(error)) from None
+    config_text = config_path.read_text(encoding="utf-8")
+    if options.python and not shutil.which(options.python):
+        raise UsageError("python interpreter not found: %s" % options.python)
+    submissions = discover(Path(options.submissions))
+    if not submissions:
+        raise UsageError(
+            "%s holds no submission (one folder with a runner.py, or one STUDENT.py, per student)" % options.submissions
+        )
+    parallel = options.jobs or default_parallel()
+    if not options.broker and parallel > 1:
+        from conformance.sandbox import probe_namespace
+
+        plan, why_not = probe_namespace()
+        if plan is None:
+            # Without private labs every grading uses the real lab paths: one at a time.
+            print("one submission at a time: no private labs here (%s)" % why_not, file=sys.stderr)
+            parallel = 1
+    store = Store(Path(options.out), lab)
+    store.open()
+    lang = view.language(options.lang or lab.lang)
+    settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
+    return settings, store, submissions, parallel
+
+
+def _where(options: argparse.Namespace, parallel: int) -> str:
+    if options.broker:
+        return "on the workers of %s" % options.broker
+    return "%d at a time" % parallel
+
+
+def worker_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="pyops-conformance worker", description="Grade submissions sent by `class --broker`.")
+    parser.add_argument("--broker", required=True, metavar="URL", help="the Celery broker (redis://HOST:PORT/N)")
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=default_parallel(), help="submissions graded at once (default: one per CPU)"
+    )
+    return parser
+
+
+def main_worker(argv: Sequence[str]) -> int:
+    try:
+        options = worker_parser().parse_args(list(argv))
+        if options.jobs < 1:
+            raise UsageError("-j needs 1 or more")
+    except UsageError as error:
+        print("pyops-conformance worker: error: %s" % error, file=sys.stderr)
+        return EXIT_ERROR
+    from conformance.classroom import distributed
+
+    return distributed.work(options.broker, options.jobs)

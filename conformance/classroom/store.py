@@ -1,0 +1,137 @@
+"""The class folder: each student's reports and record, the resume keys, grades.csv.
+
+DIR/.pyops-class            marks a folder this tool made (it never writes into another)
+DIR/STUDENT/grading.json    the record: status, score, points per step, the resume key
+DIR/STUDENT/results.json    the suite's JSON report (graded submissions)
+DIR/STUDENT/gradescope.json the same in Gradescope's format
+DIR/STUDENT/output.txt      what the grading printed (the learner view), cut at 256 kB
+DIR/grades.csv              one row per student of the class, by name
+"""
+
+import csv
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional
+
+from conformance import platforms, report
+from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
+from conformance.config import LabConfig
+
+MARK = ".pyops-class"
+# A record of these stays valid while its key does; an error is tried again (it is often the
+# machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.
+FINAL = (GRADED, TIMEOUT)
+CSV_COLUMNS = ["student", "score", "max_score", "status"]
+
+
+class NotAClassFolder(Exception):
+    """--out names a folder this tool must not write into (the message is one line)."""
+
+
+def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, python: Optional[str], lang: str) -> str:
+    """What a grading depends on: the submission, the configuration, the suite, how it is run."""
+    digest = hashlib.sha256()
+    for part in (runner_text or b"", config_text.encode(), suite.encode(), (python or "").encode(), lang.encode()):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+class Store:
+    def __init__(self, folder: Path, config: LabConfig) -> None:
+        self.folder = folder
+        self.config = config
+
+    def open(self) -> None:
+        """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
+        if self.folder.exists() and not self.folder.is_dir():
+            raise NotAClassFolder("--out %s: not a folder" % self.folder)
+        if self.folder.is_dir() and any(self.folder.iterdir()) and not (self.folder / MARK).exists():
+            raise NotAClassFolder(
+                "--out %s: a folder that holds other files; give a new or empty folder (or one this command made)"
+                % self.folder
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / MARK).write_text("a class folder of pyops-conformance class\n", encoding="utf-8")
+
+    def current(self, student: str, key: str) -> Optional[Dict]:
+        """The student's record if it still holds for this key (no need to grade again)."""
+        record = self.record(student)
+        if record and record.get("key") == key and record.get("status") in FINAL:
+            return record
+        return None
+
+    def record(self, student: str) -> Optional[Dict]:
+        try:
+            return json.loads((self.folder / student / "grading.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # never graded, or a record cut short by a crash: grade again
+
+    def save(self, student: str, submission: str, key: str, outcome: Mapping) -> Dict:
+        """Write one grading's files (the record last, so a crash in between means: grade again)."""
+        folder = self.folder / student
+        folder.mkdir(exist_ok=True)
+        suite_report = outcome.get("report")
+        record: Dict = {
+            "student": student,
+            "submission": submission,
+            "status": outcome["status"],
+            "message": outcome.get("message", ""),
+            "score": None,
+            "max_score": None,
+            "steps": {},
+            "seconds": outcome.get("seconds"),
+            "suite": outcome.get("suite"),
+            "key": key,
+        }
+        for stale in ("results.json", "gradescope.json"):  # an earlier grading's, not this one's
+            if (folder / stale).exists():
+                (folder / stale).unlink()
+        if outcome["status"] == GRADED and suite_report is not None:
+            suite_report = dict(suite_report, runner=submission)
+            suite_report["score"] = platforms.score(suite_report, self.config)
+            report.write_report(folder / "results.json", suite_report)
+            report.write_report(folder / "gradescope.json", platforms.gradescope(suite_report, self.config))
+            record["score"] = suite_report["score"]["points"]
+            record["max_score"] = suite_report["score"]["max_points"]
+            record["steps"] = platforms.step_scores(suite_report, self.config)
+        report.write_atomically(folder / "output.txt", outcome.get("output", ""))
+        report.write_report(folder / "grading.json", record)
+        return record
+
+    def tests(self, student: str) -> List[Dict]:
+        """The checks of a graded student's report (for the class report)."""
+        try:
+            data = json.loads((self.folder / student / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return list(data.get("tests", []))
+
+    def write_page(self, name: str, text: str) -> None:
+        report.write_atomically(self.folder / name, text)
+
+    def write_grades(self, records: Iterable[Mapping], steps: List[str]) -> None:
+        """grades.csv: student, score, max_score, status, each step's points, and why (not graded)."""
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS + steps + ["message"])
+        for record in sorted(records, key=lambda r: r["student"]):
+            graded = record["status"] == GRADED
+            row = [_safe_cell(record["student"]), _number(record["score"]) if graded else 0]
+            row += [_number(record["max_score"]) if graded else "", record["status"]]
+            row += [_number(record["steps"].get(step, {}).get("points", 0)) if graded else "" for step in steps]
+            writer.writerow(row + [_safe_cell(record.get("message", ""))])
+        report.write_atomically(self.folder / "grades.csv", text.getvalue())
+
+
+def _number(value: float) -> str:
+    return ("%.4f" % value).rstrip("0").rstrip(".") if value is not None else ""
+
+
+def _safe_cell(text: str) -> str:
+    # A spreadsheet runs a cell that starts with = + - @ as a formula; messages quote submissions.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+__all__ = ["ERROR", "FINAL", "Store", "resume_key"]

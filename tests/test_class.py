@@ -1,0 +1,258 @@
+"""`pyops-conformance class`: a folder of submissions graded, written as it goes, resumed.
+
+Unit tests for discovery, the store and the plan; end to end, a small class graded for real
+(interrupted by Ctrl-C, then resumed), and a grading stopped by its timeout.
+"""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conformance.classroom import grading
+from conformance.classroom.batch import Batch
+from conformance.classroom.command import main_class
+from conformance.classroom.discover import NotASubmissionsFolder, discover
+from conformance.classroom.queue import Settings
+from conformance.classroom.store import NotAClassFolder, Store, resume_key
+from conformance.config import DEFAULT_FILE, load
+from tests.grading import REFERENCE
+from tests.zoo.mutants import build, by_name
+
+CONFIG_TEXT = DEFAULT_FILE.read_text(encoding="utf-8")
+# The zoo's mutant whose S2 timeout ends the group with SIGTERM (a TERM-ignoring command survives).
+WRONG = "timeout-sends-sigterm"
+
+
+def write(path: Path, text: str = "print('hi')\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def class_command(*args: str):
+    return [sys.executable, "-m", "conformance", "class", *args]
+
+
+@pytest.fixture
+def scratch():
+    """TMPDIR for a class grading, so its gradings' processes can be told from other tests'.
+
+    Under /tmp and open to all like /tmp itself: the runners' own uids pass through it."""
+    folder = Path(tempfile.mkdtemp(prefix="pyops-class-test-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield dict(os.environ, TMPDIR=str(folder))
+    shutil.rmtree(str(folder), ignore_errors=True)
+
+
+def rows(out: Path):
+    with open(str(out / "grades.csv"), newline="") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}
+
+
+# ---- who submitted what ------------------------------------------------------------------------
+
+
+def test_submissions_are_folders_with_a_runner_or_student_files(tmp_path):
+    write(tmp_path / "alice" / "runner.py")
+    write(tmp_path / "bob.py")
+    write(tmp_path / "carol" / "main.py")
+    write(tmp_path / "notes.txt")
+    write(tmp_path / ".hidden" / "runner.py")
+    write(tmp_path / "dave" / "runner.py")
+    write(tmp_path / "dave.py")
+    (tmp_path / "eve.py").symlink_to("/etc/passwd")
+    found = {s.student: s for s in discover(tmp_path)}
+    assert sorted(found) == ["alice", "bob", "carol", "dave", "eve"]
+    assert found["alice"].path == tmp_path / "alice" / "runner.py" and not found["alice"].problem
+    assert found["bob"].path == tmp_path / "bob.py"
+    assert found["carol"].path is None and "no runner.py in carol/ (found: main.py)" in found["carol"].problem
+    assert found["dave"].path is None and "two submissions" in found["dave"].problem
+    # The grader runs as root: a link would have it read any file of the machine as a runner.
+    assert found["eve"].path is None and "symbolic link" in found["eve"].problem
+
+
+def test_a_file_is_not_a_submissions_folder(tmp_path):
+    with pytest.raises(NotASubmissionsFolder, match="not a folder"):
+        discover(write(tmp_path / "x.py"))
+
+
+# ---- the store ---------------------------------------------------------------------------------
+
+
+def test_the_store_never_writes_into_a_folder_it_did_not_make(tmp_path):
+    write(tmp_path / "mine" / "thesis.tex")
+    with pytest.raises(NotAClassFolder, match="holds other files"):
+        Store(tmp_path / "mine", load()).open()
+    assert sorted(os.listdir(str(tmp_path / "mine"))) == ["thesis.tex"]
+    Store(tmp_path / "new", load()).open()
+    Store(tmp_path / "new", load()).open()  # its own folder: reopened to resume
+
+
+def test_every_input_of_a_grading_is_in_its_resume_key():
+    base = resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
+    changed = [
+        resume_key(b"runner2", CONFIG_TEXT, "suite1", None, "en"),
+        resume_key(b"runner", CONFIG_TEXT + "#", "suite1", None, "en"),
+        resume_key(b"runner", CONFIG_TEXT, "suite2", None, "en"),
+        resume_key(b"runner", CONFIG_TEXT, "suite1", "/usr/bin/python3", "en"),
+        resume_key(b"runner", CONFIG_TEXT, "suite1", None, "ja"),
+    ]
+    assert base == resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
+    assert len({base, *changed}) == 6
+
+
+def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
+    store = Store(tmp_path / "out", load())
+    store.open()
+    graded = {"student": "alice", "status": "graded", "score": 26.5, "max_score": 28.0, "message": ""}
+    graded["steps"] = {"S1": {"points": 3.0, "max_points": 3.0}, "S2": {"points": 2.5, "max_points": 4.0}}
+    hostile = {"student": "=cmd()", "status": "error", "score": None, "max_score": None, "steps": {}}
+    hostile["message"] = "-1+1 no runner.py"
+    store.write_grades([hostile, graded], ["S1", "S2"])
+    lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()
+    assert lines[0] == "student,score,max_score,status,S1,S2,message"
+    assert lines[1] == "'=cmd(),0,,error,,,'-1+1 no runner.py"
+    assert lines[2] == "alice,26.5,28,graded,3,2.5,"
+
+
+def _batch(tmp_path, force=False):
+    store = Store(tmp_path / "out", load())
+    store.open()
+    settings = Settings(CONFIG_TEXT, None, "en", 4, 60)
+    batch = Batch(discover(tmp_path / "subs"), store, settings, tmp_path / "subs")
+    return batch, batch.plan(force)
+
+
+def test_only_what_changed_is_graded_again(tmp_path):
+    write(tmp_path / "subs" / "alice.py", "one")
+    write(tmp_path / "subs" / "bob.py", "two")
+    write(tmp_path / "subs" / "carol" / "notes.md")
+    batch, jobs = _batch(tmp_path)
+    assert [job.student for job in jobs] == ["alice", "bob"]
+    assert batch.records["carol"]["status"] == "error"  # settled without a grading
+    graded = {"status": "graded", "report": None, "suite": grading.suite_fingerprint(), "seconds": 1}
+    for job in jobs:
+        batch.store.save(job.student, job.submission, job.key, graded)
+    batch, jobs = _batch(tmp_path)
+    assert jobs == [] and batch.kept == 2
+    write(tmp_path / "subs" / "bob.py", "two, fixed")
+    assert [job.student for job in _batch(tmp_path)[1]] == ["bob"]
+    assert [job.student for job in _batch(tmp_path, force=True)[1]] == ["alice", "bob"]
+
+
+# ---- usage errors: one line, exit 2 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["{missing}", "--out", "{out}"], "not a folder"),
+        (["{empty}", "--out", "{out}"], "holds no submission"),
+        (["{subs}", "--out", "{foreign}"], "holds other files"),
+        (["{subs}", "--out", "{out}", "-j", "0"], "-j needs 1 or more"),
+        (["{subs}", "--out", "{out}", "--timeout", "0"], "--timeout needs"),
+        (["{subs}", "--out", "{out}", "--config", "{badconfig}"], "unknown setting"),
+        (["{subs}"], "the following arguments are required: --out"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, said):
+    places = {name: tmp_path / name for name in ("missing", "empty", "subs", "out", "foreign", "badconfig")}
+    places["empty"].mkdir()
+    write(places["subs"] / "alice.py")
+    write(places["foreign"] / "keep.txt")
+    write(places["badconfig"], "colour = 'red'\n")
+    assert main_class([arg.format(**places) for arg in args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and said in err, err
+    assert (places["foreign"] / "keep.txt").exists()
+
+
+# ---- for real ----------------------------------------------------------------------------------
+
+
+def _class_of_three(tmp_path: Path) -> Path:
+    subs = tmp_path / "subs"
+    write(subs / "alice" / "runner.py", REFERENCE.read_text())
+    build(by_name(WRONG), subs / "bob")
+    write(subs / "carol" / "main.py")
+    return subs
+
+
+@pytest.mark.slow(60)
+def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, scratch):
+    subs, out = _class_of_three(tmp_path), tmp_path / "out"
+    command = class_command(str(subs), "--out", str(out), "-j", "1")
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=scratch)
+    lines = []
+    for line in first.stdout:  # -j 1 grades by name: alice first
+        lines.append(line)
+        if line.startswith("alice:"):
+            first.send_signal(signal.SIGINT)
+            break
+    rest, _ = first.communicate(timeout=60)
+    assert first.returncode == 130, "".join(lines) + rest
+    kept = rows(out)
+    assert kept["alice"]["status"] == "graded" and kept["alice"]["score"] == kept["alice"]["max_score"] == "28"
+    assert "bob" not in kept  # stopped mid-grading: nothing recorded, graded next time
+    assert kept["carol"]["status"] == "error" and "no runner.py" in kept["carol"]["message"]
+    assert _gradings_left(scratch) == []
+
+    command = class_command(str(subs), "--out", str(out), "-j", "2")
+    second = subprocess.run(command, capture_output=True, text=True, timeout=300, env=scratch)
+    assert second.returncode == 1, second.stdout + second.stderr  # carol could not be graded
+    assert "1 to grade" in second.stdout and "1 submission(s) unchanged" in second.stderr + second.stdout
+    graded = rows(out)
+    assert graded["alice"] == kept["alice"]
+    bob = json.loads((out / "bob" / "results.json").read_text())
+    failed = {test["clause"] for test in bob["tests"] if test["outcome"] != "passed"}
+    assert "S2.4" in failed and failed <= {"S2.1", "S2.3", "S2.4", "S6.4"}, failed
+    assert graded["bob"]["status"] == "graded" and float(graded["bob"]["score"]) < 28
+    assert float(graded["bob"]["S2"]) < 4 and graded["bob"]["S1"] == "3"
+    gradescope = json.loads((out / "bob" / "gradescope.json").read_text())
+    assert gradescope["score"] == pytest.approx(float(graded["bob"]["score"]), abs=1e-3)
+    assert "Ctrl-C" not in (out / "report.html").read_text()  # written, and from the store alone
+
+    started = time.monotonic()
+    third = subprocess.run(class_command(str(subs), "--out", str(out)), capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert "0 to grade" in third.stdout and rows(out) == graded
+    assert took < 5, "a class with nothing changed took %.1f s" % took
+
+
+@pytest.mark.slow(20)
+def test_a_grading_over_its_time_is_stopped_recorded_and_the_batch_goes_on(tmp_path, scratch):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", REFERENCE.read_text())
+    write(subs / "bob" / "runner.txt")
+    done = subprocess.run(
+        class_command(str(subs), "--out", str(out), "--timeout", "3"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=scratch,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    graded = rows(out)
+    assert graded["alice"]["status"] == "timeout" and "did not end within 3 s" in graded["alice"]["message"]
+    assert graded["bob"]["status"] == "error"
+    assert _gradings_left(scratch) == []
+
+
+def _gradings_left(scratch):
+    """Suite processes of this test's gradings still running (they must all have been stopped)."""
+    left = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if any(part.startswith(scratch["TMPDIR"]) for part in cmdline):
+            left.append(" ".join(cmdline))
+    return left
