@@ -1,5 +1,6 @@
 """Fixtures shared by the project's own tests."""
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,4 +15,14 @@ def drop_box():
     folder = Path(tempfile.mkdtemp(prefix="pyops-drop-", dir="/tmp"))
     folder.chmod(0o777)
     yield folder
+    shutil.rmtree(str(folder), ignore_errors=True)
+
+
+@pytest.fixture
+def open_tmpdir():
+    """An environment whose TMPDIR is a fresh folder of this test's, open to all like /tmp: the
+    runners' own uids pass through it, and its path tells this test's gradings from others'."""
+    folder = Path(tempfile.mkdtemp(prefix="pyops-tmpdir-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield dict(os.environ, TMPDIR=str(folder))
     shutil.rmtree(str(folder), ignore_errors=True)

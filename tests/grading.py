@@ -1,5 +1,6 @@
 """Run the conformance suite on a runner as a user would (a subprocess), and read its report."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -51,3 +52,14 @@ def grade(tmp_path: Path, runner: Optional[Path] = None, *options: str, workers:
     )
     data = json.loads(report.read_text()) if report.exists() else None
     return Grading(done.returncode, done.stdout, done.stderr, data)
+
+
+def class_command(*args: str) -> List[str]:
+    """`python -m conformance class ARGS`: a whole class graded (conformance/classroom)."""
+    return [sys.executable, "-m", "conformance", "class", *args]
+
+
+def class_rows(out: Path) -> Dict[str, Dict[str, str]]:
+    """A class folder's grades.csv, by student."""
+    with open(str(out / "grades.csv"), newline="") as handle:
+        return {row["student"]: row for row in csv.DictReader(handle)}

@@ -4,14 +4,10 @@ Unit tests for discovery, the store and the plan; end to end, a small class grad
 (interrupted by Ctrl-C, then resumed), and a grading stopped by its timeout.
 """
 
-import csv
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +21,7 @@ from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings
 from conformance.classroom.store import NotAClassFolder, Store, resume_key
 from conformance.config import DEFAULT_FILE, load
-from tests.grading import REFERENCE
+from tests.grading import REFERENCE, class_command, class_rows
 from tests.zoo.mutants import build, by_name
 
 CONFIG_TEXT = DEFAULT_FILE.read_text(encoding="utf-8")
@@ -37,26 +33,6 @@ def write(path: Path, text: str = "print('hi')\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
-
-
-def class_command(*args: str):
-    return [sys.executable, "-m", "conformance", "class", *args]
-
-
-@pytest.fixture
-def scratch():
-    """TMPDIR for a class grading, so its gradings' processes can be told from other tests'.
-
-    Under /tmp and open to all like /tmp itself: the runners' own uids pass through it."""
-    folder = Path(tempfile.mkdtemp(prefix="pyops-class-test-", dir="/tmp"))
-    folder.chmod(0o755)
-    yield dict(os.environ, TMPDIR=str(folder))
-    shutil.rmtree(str(folder), ignore_errors=True)
-
-
-def rows(out: Path):
-    with open(str(out / "grades.csv"), newline="") as handle:
-        return {row["student"]: row for row in csv.DictReader(handle)}
 
 
 # ---- who submitted what ------------------------------------------------------------------------
@@ -188,11 +164,12 @@ def _class_of_three(tmp_path: Path) -> Path:
     return subs
 
 
+@pytest.mark.classroom
 @pytest.mark.slow(60)
-def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, scratch):
+def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, open_tmpdir):
     subs, out = _class_of_three(tmp_path), tmp_path / "out"
     command = class_command(str(subs), "--out", str(out), "-j", "1")
-    first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=scratch)
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=open_tmpdir)
     lines = []
     for line in first.stdout:  # -j 1 grades by name: alice first
         lines.append(line)
@@ -201,17 +178,17 @@ def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, scr
             break
     rest, _ = first.communicate(timeout=60)
     assert first.returncode == 130, "".join(lines) + rest
-    kept = rows(out)
+    kept = class_rows(out)
     assert kept["alice"]["status"] == "graded" and kept["alice"]["score"] == kept["alice"]["max_score"] == "28"
     assert "bob" not in kept  # stopped mid-grading: nothing recorded, graded next time
     assert kept["carol"]["status"] == "error" and "no runner.py" in kept["carol"]["message"]
-    assert _gradings_left(scratch) == []
+    assert _gradings_left(open_tmpdir) == []
 
     command = class_command(str(subs), "--out", str(out), "-j", "2")
-    second = subprocess.run(command, capture_output=True, text=True, timeout=300, env=scratch)
+    second = subprocess.run(command, capture_output=True, text=True, timeout=300, env=open_tmpdir)
     assert second.returncode == 1, second.stdout + second.stderr  # carol could not be graded
     assert "1 to grade" in second.stdout and "1 submission(s) unchanged" in second.stderr + second.stdout
-    graded = rows(out)
+    graded = class_rows(out)
     assert graded["alice"] == kept["alice"]
     bob = json.loads((out / "bob" / "results.json").read_text())
     failed = {test["clause"] for test in bob["tests"] if test["outcome"] != "passed"}
@@ -225,12 +202,13 @@ def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, scr
     started = time.monotonic()
     third = subprocess.run(class_command(str(subs), "--out", str(out)), capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
-    assert "0 to grade" in third.stdout and rows(out) == graded
+    assert "0 to grade" in third.stdout and class_rows(out) == graded
     assert took < 5, "a class with nothing changed took %.1f s" % took
 
 
+@pytest.mark.classroom
 @pytest.mark.slow(20)
-def test_a_grading_over_its_time_is_stopped_recorded_and_the_batch_goes_on(tmp_path, scratch):
+def test_a_grading_over_its_time_is_stopped_recorded_and_the_batch_goes_on(tmp_path, open_tmpdir):
     subs, out = tmp_path / "subs", tmp_path / "out"
     write(subs / "alice.py", REFERENCE.read_text())
     write(subs / "bob" / "runner.txt")
@@ -239,20 +217,20 @@ def test_a_grading_over_its_time_is_stopped_recorded_and_the_batch_goes_on(tmp_p
         capture_output=True,
         text=True,
         timeout=120,
-        env=scratch,
+        env=open_tmpdir,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    graded = rows(out)
+    graded = class_rows(out)
     assert graded["alice"]["status"] == "timeout" and "did not end within 3 s" in graded["alice"]["message"]
     assert graded["bob"]["status"] == "error"
-    assert _gradings_left(scratch) == []
+    assert _gradings_left(open_tmpdir) == []
 
 
-def _gradings_left(scratch):
+def _gradings_left(environment):
     """Suite processes of this test's gradings still running (they must all have been stopped)."""
     left = []
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if any(part.startswith(scratch["TMPDIR"]) for part in cmdline):
+        if any(part.startswith(environment["TMPDIR"]) for part in cmdline):
             left.append(" ".join(cmdline))
     return left
