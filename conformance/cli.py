@@ -195,6 +195,10 @@ def validate(options: argparse.Namespace) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["export"]:
+        from conformance import export
+
+        return export.main(argv[1:])
     # Subcommands; anything else grades one runner, as it always has.
     if argv[:1] == ["class"]:
         from conformance.classroom.command import main_class

@@ -8,7 +8,7 @@ GitHub Actions' job summary and error annotations.
 import json
 from typing import Dict, List, Mapping, Tuple
 
-from conformance.clauses import CLAUSES
+from conformance.clauses import CLAUSES, steps_for
 from conformance.config import LabConfig
 from conformance.report import STEP_TITLES, verdict
 
@@ -53,6 +53,23 @@ def gradescope(report: Mapping, config: LabConfig) -> Dict:
         )
     total = _total(checks)
     return {"score": total["points"], "max_score": total["max_points"], "output": _summary_line(report), "tests": tests}
+
+
+def gradescope_failure(name: str, reason: str, config: LabConfig) -> Dict:
+    """A Gradescope results.json for a submission that was not graded: one failed, visible test
+    saying why, score 0 out of the lab's points (each step of the configuration's profile)."""
+    most = round(sum(config.step_points.get(step, 0.0) for step in steps_for(config.profile)), 4)
+    test = {
+        "name": name,
+        "number": "",
+        "score": 0,
+        "max_score": most,
+        "status": "failed",
+        "output": reason,
+        "visibility": "visible",
+        "tags": [],
+    }
+    return {"score": 0, "max_score": most, "output": reason, "tests": [test]}
 
 
 def prairielearn(report: Mapping, config: LabConfig) -> Dict:
