@@ -205,10 +205,15 @@ def test_a_daemon_that_empties_its_environment_does_not_outlive_the_grading(tmp_
 
 
 def _owned_by_a_runner_uid(pid):
+    """Alive and of a runner uid. A killed orphan stays a zombie until init reaps it, which some
+    inits do only every second or two: dead already, it can do nothing, so it does not count."""
     try:
         with open("/proc/%s/status" % pid) as handle:
-            uid = int(next(line for line in handle if line.startswith("Uid:")).split()[1])
-    except (OSError, StopIteration):
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+        uid = int(fields["Uid"].split()[1])
+    except (OSError, KeyError, ValueError, IndexError):
+        return False
+    if fields.get("State", "").strip().startswith("Z"):
         return False
     return identity.UID_BASE <= uid < identity.UID_BASE + identity.UID_COUNT
 

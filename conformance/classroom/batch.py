@@ -93,6 +93,7 @@ class Progress:
     def __init__(self, total: int, kept: int) -> None:
         from tqdm import tqdm
 
+        self.count = 0  # the bar's own count stays 0 when the bar is off (not a terminal)
         self.below_full = 0
         self.not_graded = 0
         # disable=None: a bar only on a terminal; a log gets the lines alone.
@@ -113,7 +114,9 @@ class Progress:
                 _n(record["max_score"]),
                 record["seconds"],
             )
+        self.count += 1
         self.bar.write(line, file=sys.stdout)
+        sys.stdout.flush()  # a line as each one ends, also into a pipe or a log (tee, CI)
         self.bar.set_postfix(below_full=self.below_full, not_graded=self.not_graded, refresh=False)
         self.bar.update(1)
 

@@ -5,12 +5,14 @@
     pyops-conformance worker --broker URL [-j N]
 
 Exit status of `class`: 0 every submission was graded (whatever its score), 1 some could not be
-(error or timeout: see grades.csv), 2 a usage error, 130 stopped by Ctrl-C (what finished is kept).
+(error or timeout: see grades.csv), 2 a usage error, 130 stopped by Ctrl-C, kill or a closed
+terminal (what finished is kept).
 """
 
 import argparse
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -99,13 +101,17 @@ def main_class(argv: Sequence[str]) -> int:
         def queue(jobs, settings, done):  # type: ignore[no-untyped-def]
             run_local(jobs, settings, parallel, done)
 
+    # kill and a closed terminal stop the batch as Ctrl-C does: the running gradings are each in
+    # a session of their own, so dying at once would leave them running with no one to wait.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on_signal)
     try:
         batch.run(jobs, queue, progress)
     except KeyboardInterrupt:
         progress.close()
         print(
             "stopped: %d of %d graded this time are kept in %s; run the same command to go on"
-            % (progress.bar.n, len(jobs), options.out),
+            % (progress.count, len(jobs), options.out),
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -117,6 +123,10 @@ def main_class(argv: Sequence[str]) -> int:
         % (len(statuses) - not_graded, not_graded, store.folder / "grades.csv", store.folder / "report.html")
     )
     return EXIT_SOME_NOT_GRADED if not_graded else EXIT_ALL_GRADED
+
+
+def _stop_on_signal(signum, frame):  # type: ignore[no-untyped-def]
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
