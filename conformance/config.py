@@ -51,11 +51,24 @@ class LabConfig:
             rest = [test_id for clause in clauses if clause not in own for test_id in by_clause[clause]]
             left = max(0.0, self.step_points.get(step, 0.0) - sum(own.values()))
             for clause, points in own.items():
-                for test_id in by_clause[clause]:
-                    worth[test_id] = points / len(by_clause[clause])
-            for test_id in rest:
-                worth[test_id] = left / len(rest)
+                worth.update(_share(points, by_clause[clause]))
+            worth.update(_share(left, rest))
         return worth
+
+
+# Points are shown to 4 decimal places; a share is a whole number of these units.
+POINT_UNIT = 10_000
+
+
+def _share(points: float, test_ids: List[str]) -> Dict[str, float]:
+    """`points` split evenly over `test_ids` in units of 1/POINT_UNIT, the remainder one unit
+    each to the first ones: each share shows exactly, and the shares add up to `points` as
+    shown (3 points over 7 checks: 0.4286 five times and 0.4285 twice, not 7 x 0.4286 = 3.0002)."""
+    if not test_ids:
+        return {}
+    units = round(points * POINT_UNIT)
+    each, extra = divmod(units, len(test_ids))
+    return {test_id: (each + (index < extra)) / POINT_UNIT for index, test_id in enumerate(test_ids)}
 
 
 def load(path: Optional[Path] = None) -> LabConfig:

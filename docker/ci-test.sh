@@ -198,6 +198,12 @@ pl pl-wrong "$work/timeout0/runner.py"
 check_pl pl-wrong "wrong runner (timeout exits 0)" partial:S2.3
 pl pl-none -
 check_pl pl-none "nothing submitted" not-gradable
+# A link to the bundled reference, which the entrypoint would otherwise copy as root and grade.
+mkdir -p "$work/pl-link/grade/student"
+ln -s "$(docker run --rm "$image" python3 -c 'import runner.runner as r; print(r.__file__)')" \
+    "$work/pl-link/grade/student/runner.py"
+pl pl-link -
+check_pl pl-link "runner.py a symbolic link to the reference" not-gradable
 
 # ---- hostile runners: each must end with exit 1, the suite's own reports and nothing left ------
 # check_hostile NAME: results.json and gradescope.json are the suite's (failures counted, the

@@ -78,6 +78,10 @@ json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w
         install_reports "$job_results"
         exit 0
     }
+    # A link would be followed as root: one to the bundled reference would grade the reference.
+    if [ -L "$student" ]; then
+        not_gradable "runner.py is a symbolic link; submit the file itself"
+    fi
     if [ ! -f "$student" ]; then
         found=$(ls -A /grade/student 2>/dev/null | tr '\n' ' ')
         not_gradable "no runner.py was submitted (files received: ${found:-none}); submit your runner.py"

@@ -53,6 +53,18 @@ def test_gradescope_gives_a_point_per_check():
     assert result["tests"][-1]["status"] == "failed" and result["tests"][-1]["number"] == "S2.3"
 
 
+def test_each_checks_points_add_up_to_the_score_shown():
+    # 2 points over 7 checks: each shown to 4 places must still add up to the total, or a
+    # learner adding up the checks finds points missing (7 x 0.2857 = 1.9999).
+    lab = config.parse({"points": {"S1": 2, "S2": 1}})
+    for passed, failed in ((7, 0), (5, 2), (0, 3)):
+        result = platforms.gradescope(report(passed, failed), lab)
+        assert round(sum(t["score"] for t in result["tests"]), 4) == result["score"]
+        assert round(sum(t["max_score"] for t in result["tests"]), 4) == result["max_score"]
+        assert all(t["max_score"] == round(t["max_score"], 4) for t in result["tests"])
+    assert platforms.gradescope(report(7, 0), lab)["score"] == 2
+
+
 def with_steps(data):
     data["steps"] = {"S1": {"passed": 3, "total": 3}, "S2": {"passed": 0, "total": 1}}
     return data

@@ -126,3 +126,24 @@ def test_every_grading_on_the_machine_leases_runner_uids_from_one_place(tmp_path
         for folder in (tmp_path, tmp_path / "elsewhere")
     }
     assert len(places) == 1, places
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as a runner uid")
+def test_a_lease_sweeps_what_a_holder_that_died_left_and_trusts_one_that_ended_clean(tmp_path, monkeypatch):
+    monkeypatch.setattr(identity, "LEASES", tmp_path)
+    with identity.leased_user() as user:
+        lease = tmp_path / str(user.uid)
+        assert lease.read_bytes() == b"", "a holder's lease must say dirty while it runs"
+    assert lease.read_bytes() == identity.CLEAN
+    # A leftover, and a lease file as a holder killed mid-check leaves it: the next lease sweeps.
+    leftover = subprocess.Popen(["sleep", "60"], preexec_fn=user.drop)
+    try:
+        lease.write_bytes(b"")
+        with identity.leased_user() as again:
+            assert again == user  # the same process tries the same uid first
+            assert leftover.wait(timeout=5) == -9, "the leftover of a dead holder was not swept"
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+            leftover.wait()
+    assert lease.read_bytes() == identity.CLEAN
