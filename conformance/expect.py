@@ -250,6 +250,60 @@ _SURVIVOR_WORDS = {
 }
 
 
+def refused_by_lock(result: Result, shared_holder: bool, clause: str = "S5.2") -> None:
+    """Exit 3 with the lab's message on stderr, while another process holds state/lock.
+
+    The hint follows from what the runner did: it waited (a blocking flock), it went ahead (no
+    exclusive flock on state/lock: a shared one passes a shared holder), or it refused with
+    another exit code.
+    """
+    __tracebackhide__ = True
+    words = _in(_LOCK_WORDS, LANG)
+    if result.rc is None:
+        actual = "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0)
+        fail(clause, "exit code 3 at once", actual, result, words["waited"])
+    if result.rc != 3:
+        if result.duration_s > timing.OVERHEAD_S:  # it got the lock once the holder let go
+            hint = words["waited"]
+        elif result.applied() or result.rc == 0:
+            hint = words["went_ahead_shared" if shared_holder else "went_ahead"]
+        else:
+            hint = words["other_code"] % result.rc
+        fail(clause, "exit code 3", "exit code %s" % result.rc, result, hint)
+    stderr_has(result, LOCKED, clause)
+
+
+LOCKED = "another run in progress"
+
+_LOCK_WORDS = {
+    "en": {
+        "waited": "your runner waited for the lock: fcntl.flock() without LOCK_NB blocks until the holder lets go. "
+        "Use fcntl.LOCK_EX | fcntl.LOCK_NB, and when it raises BlockingIOError print `another run in progress` "
+        "to stderr and exit 3.",
+        "went_ahead_shared": "your runner went ahead although another process held a shared lock (LOCK_SH) on "
+        "state/lock: take it exclusively (fcntl.LOCK_EX | fcntl.LOCK_NB), which no other holder allows; LOCK_SH "
+        "only excludes exclusive holders.",
+        "went_ahead": "your runner went ahead while another process held state/lock: take fcntl.flock(fd, "
+        "fcntl.LOCK_EX | fcntl.LOCK_NB) on /root/pyops/sub/state/lock itself (fcntl.lockf and fcntl.fcntl locks "
+        "are another kind, which flock holders do not see), before calling apply.sh.",
+        "other_code": "your runner did refuse, but with exit code %s: the lab reserves 3 for `the lock is taken`.",
+    },
+    "ja": {
+        "waited": "runner はロックが空くのを待っていました。LOCK_NB のない fcntl.flock() は保持者が離すまで"
+        "ブロックします。fcntl.LOCK_EX | fcntl.LOCK_NB を使い、BlockingIOError が出たら "
+        "`another run in progress` を標準エラー出力に書いて 3 で終了してください。",
+        "went_ahead_shared": "別のプロセスが state/lock を共有ロック(LOCK_SH)で持っているのに、runner は先へ"
+        "進みました。排他ロック(fcntl.LOCK_EX | fcntl.LOCK_NB)を取ってください。LOCK_SH は排他ロックの"
+        "保持者しか締め出しません。",
+        "went_ahead": "別のプロセスが state/lock を持っているのに、runner は先へ進みました。apply.sh を呼ぶ前に "
+        "/root/pyops/sub/state/lock そのものに fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB) を取って"
+        "ください(fcntl.lockf や fcntl.fcntl のロックは別の種類で、flock の保持者からは見えません)。",
+        "other_code": "runner は拒否しましたが、終了コードが %s でした。ラボでは「ロックが取られている」に 3 を"
+        "割り当てています。",
+    },
+}
+
+
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     __tracebackhide__ = True
     that(

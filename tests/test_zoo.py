@@ -59,22 +59,29 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
 
 
 # The evidence decides the hint: a survivor that ignores SIGTERM got the signal (or would have), one
-# that does not never got any. Learners who already signal the whole group must not be told to.
+# that does not never got any; a run that took the held lock after a while waited for it. Learners
+# whose code already does what a fixed hint says must not be told to do it.
 HINT_BY_EVIDENCE = [
     ("kills-only-the-child", "S2.4", "test_s2_4_hang_sh_grandchild_sleep_is_killed", "got no signal at all"),
     ("sigterm-to-the-child-only", "S6.4", "nothing_survives_sigterm[hang.sh-grandchild]", "got no signal at all"),
     ("no-cleanup-after-sigterm", "S6.4", "a_grandchild_that_ignores_term_is_killed_too", "ignores SIGTERM:"),
     # It SIGTERMs the group at the timeout and then waits for a command that ignores TERM: it hangs.
     ("timeout-sends-sigterm", "S2.4", "survives[ignores-TERM]", "was still waiting while"),
+    # The lock: waited for it, went ahead past a shared holder, went ahead past any, refused with 1.
+    ("blocking-lock", "S5.2", "held_lock_exits_3[exclusive-holder]", "waited for the lock"),
+    ("shared-lock", "S5.2", "held_lock_exits_3[shared-holder]", "held a shared lock"),
+    ("lock-next-to-runner", "S5.2", "held_lock_exits_3[exclusive-holder]", "went ahead while"),
+    ("locked-exits-1", "S5.2", "held_lock_exits_3[exclusive-holder]", "did refuse, but with exit code 1"),
 ]
+HINT_PHRASES = {says for _, _, _, says in HINT_BY_EVIDENCE}
 
 
 @pytest.mark.parametrize("name,clause,check,says", HINT_BY_EVIDENCE, ids=[case[0] for case in HINT_BY_EVIDENCE])
-def test_a_survivor_s_hint_follows_from_its_evidence(tmp_path, name, clause, check, says):
+def test_a_hint_follows_from_the_evidence(tmp_path, name, clause, check, says):
     mutant = next(mutant for mutant in MUTANTS if mutant.name == name)
     graded = grade_clauses(tmp_path, build(mutant, tmp_path), [clause])
     failure = next((test for test in graded.failed() if check in test["id"]), None)
     assert failure is not None, "%s should fail %s\n%s" % (name, check, graded.explain())
     hint = next(line for line in failure["message"].splitlines() if line.startswith("  hint:"))
-    others = {"got no signal at all", "ignores SIGTERM:", "was still waiting while"} - {says}
+    others = HINT_PHRASES - {says}
     assert says in hint and not [other for other in others if other in hint], hint

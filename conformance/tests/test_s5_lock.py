@@ -5,20 +5,14 @@ import pytest
 from conformance import expect, timing
 
 clause = pytest.mark.clause
-LOCKED = "another run in progress"
-
-
-def refused(result, clause_id="S5.2"):
-    __tracebackhide__ = True
-    expect.exit_code(result, 3, clause_id)
-    expect.stderr_has(result, LOCKED, clause_id)
+LOCKED = expect.LOCKED
 
 
 @clause("S5.2")
 @pytest.mark.parametrize("shared", [False, True], ids=["exclusive-holder", "shared-holder"])
 def test_s5_2_held_lock_exits_3(runner, shared):
     runner.hold_lock(shared=shared)
-    refused(runner.run("apply", "feature"))
+    expect.refused_by_lock(runner.run("apply", "feature"), shared)
 
 
 @clause("S5.2")
@@ -47,7 +41,7 @@ def test_s5_2_second_runner_while_the_first_applies(runner, names):
     first.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started by the first runner", "S4.2")
     second = runner.run("apply", second_name)
     done = first.finish()
-    refused(second)
+    expect.refused_by_lock(second, shared_holder=False)
     expect.exit_code(done, 0, "S5.1")
     expect.that(
         done.applied() == [first_name],
@@ -62,7 +56,7 @@ def test_s5_2_second_runner_while_the_first_applies(runner, names):
 def test_s5_2_refusal_is_quick_not_a_wait(runner):
     runner.hold_lock()
     result = runner.run("apply", "feature")
-    refused(result)
+    expect.refused_by_lock(result, shared_holder=False)
     expect.took_between(result, 0, timing.OVERHEAD_S, "S5.2", "an immediate refusal (LOCK_NB), not a wait")
 
 
