@@ -232,11 +232,18 @@ def runner(request: pytest.FixtureRequest):
     maker, canary = _session_parts(config)
     canary.probe(lambda: _lab(maker, info), info["python"])
     with _lab(maker, info) as lab:
-        driver = Driver(lab, info["python"], gate=canary.gate)
+        driver = Driver(lab, info["python"], gate=canary.gate, observations=_observations(config))
         try:
             yield driver
         finally:
             driver.close()
+
+
+def _observations(config: pytest.Config) -> Dict:
+    """This session's shared observations (Driver.observe); each --repeat round starts afresh."""
+    if not hasattr(config, "_pyops_observations"):
+        config._pyops_observations = {}  # type: ignore[attr-defined]
+    return config._pyops_observations  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

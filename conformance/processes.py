@@ -8,6 +8,7 @@ or moved to a session of its own, and it is always killed before the test ends.
 
 import ctypes
 import ctypes.util
+import dataclasses
 import fcntl
 import os
 import resource
@@ -455,12 +456,36 @@ class Driver:
     `runner.start(...)` returns an Invocation to signal or observe while it runs.
     """
 
-    def __init__(self, lab: Lab, python: str, gate: Optional[Callable[[Sequence[str]], None]] = None) -> None:
+    def __init__(
+        self,
+        lab: Lab,
+        python: str,
+        gate: Optional[Callable[[Sequence[str]], None]] = None,
+        observations: Optional[Dict[tuple, Result]] = None,
+    ) -> None:
         self.lab = lab
         self.python = python
         self._gate = gate  # may refuse a call known to hang (see blocking.py)
         self._tokens: List[str] = []
         self._helpers: List[subprocess.Popen] = []
+        self._touched = False  # the test changed its lab (a marker, a lock): no shared observation
+        # Shared by the checks of one session (one process): see observe().
+        self._observations = observations if observations is not None else {}
+
+    def observe(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
+        """`run(ARGS)` in a fresh lab, observed once per session and judged by every check that asks.
+
+        Observe once, judge many: checks of different clauses that need the same scenario (a
+        timed-out hang.sh answers S2.1 to S2.4 and S7) judge one observation, each by its own
+        criteria and with its own message. Only for a test's first call, on a lab it left as made.
+        """
+        if self._tokens or self._touched:
+            raise RuntimeError("observe() needs the lab as it was made: call it before anything else")
+        key = (args, tuple(sorted((env or {}).items())), expect_s)
+        seen = self._observations.get(key)
+        if seen is None:
+            seen = self._observations[key] = self.run(*args, env=env, expect_s=expect_s).kept_apart()
+        return dataclasses.replace(seen, notes=list(seen.notes))  # a check may add notes of its own
 
     def start(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Invocation:
         """Start `runner.py ARGS...`; `expect_s` is how long the test expects it to need."""
@@ -533,6 +558,7 @@ class Driver:
             os.close(fd)  # releases a lock taken just now
 
     def put_marker(self, name: str) -> None:
+        self._touched = True
         self.lab.state.mkdir(exist_ok=True)
         self.lab.marker(name).write_text("applied before the test\n")
 

@@ -1,7 +1,8 @@
 """What one runner invocation produced, and what it left in the lab."""
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from conformance import records as runs_jsonl
 
@@ -55,6 +56,14 @@ class Result:
     survivors: Sequence[ProcessInfo]
     lab: "Lab"
     notes: List[str] = field(default_factory=list)
+    # The lab's files as they were when the runner ended (see kept_apart): a Result another
+    # check reuses outlives its lab.
+    lab_files: Optional[Dict[str, Any]] = None
+
+    def kept_apart(self) -> "Result":
+        """A copy that no longer reads its lab: what the runner left there is read now, once."""
+        files = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
+        return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
 
     def __repr__(self) -> str:
         ending = "hung, killed after %.1fs" % self.hung_after_s if self.hung_after_s else "rc=%s" % self.rc
@@ -69,6 +78,8 @@ class Result:
         return self.stderr.decode("utf-8", "replace")
 
     def runs_bytes(self) -> bytes:
+        if self.lab_files is not None:
+            return self.lab_files["runs"]
         try:
             return self.lab.runs_log.read_bytes()
         except OSError:
@@ -79,12 +90,16 @@ class Result:
 
     def applied(self) -> List[str]:
         """Lines of applied.log: one per call of apply.sh."""
+        if self.lab_files is not None:
+            return list(self.lab_files["applied"])
         try:
             return self.lab.applied_log.read_text(errors="replace").splitlines()
         except OSError:
             return []
 
     def markers(self) -> List[str]:
+        if self.lab_files is not None:
+            return list(self.lab_files["markers"])
         try:
             return sorted(p.name for p in self.lab.state.iterdir() if p.name.endswith(".done"))
         except OSError:

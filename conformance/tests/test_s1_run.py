@@ -100,7 +100,7 @@ def test_s1_2_output_of_a_failing_command_still_passes(runner):
 
 @clause("S1.2")
 def test_s1_2_the_runner_adds_nothing_to_stdout(runner):
-    result = runner.run("run", "--", "true")
+    result = runner.observe("run", "--", "true")
     expect.exit_code(result, 0, "S1.2")
     expect.stdout_is(result, b"", "S1.2")
 
@@ -108,7 +108,7 @@ def test_s1_2_the_runner_adds_nothing_to_stdout(runner):
 @clause("S1.3")
 @pytest.mark.parametrize("code", [0, 1, 2, 3, 7, 42, 100, 123, 125, 200, 255])
 def test_s1_3_exit_code_passes_through(runner, code):
-    result = runner.run("run", "--", *exits(code))
+    result = runner.observe("run", "--", *exits(code))
     expect.exit_code(result, code, "S1.3")
 
 
@@ -120,7 +120,7 @@ def test_s1_3_true_and_false(runner):
 
 @clause("S1.3")
 def test_s1_3_flaky_first_call_fails_with_1(runner):
-    result = runner.run("run", "--", FLAKY)
+    result = runner.observe("run", "--", FLAKY)
     expect.exit_code(result, 1, "S1.3")
 
 

@@ -18,7 +18,8 @@ NEVER_ENDING = {
 
 
 def timed_out(runner, name, seconds="1"):
-    return runner.run("run", "--timeout", seconds, "--", *NEVER_ENDING[name], expect_s=float(seconds))
+    """One timed-out run of NEVER_ENDING[name], observed once and judged by S2.2, S2.3 and S2.4."""
+    return runner.observe("run", "--timeout", seconds, "--", *NEVER_ENDING[name], expect_s=float(seconds))
 
 
 @clause("S2.1")
