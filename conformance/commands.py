@@ -35,16 +35,20 @@ def counted(counter, then: str = "exit 1") -> List[str]:
 def calls(counter) -> List[float]:
     """Start times written by `counted`, one per call."""
     try:
-        lines = Path(counter).read_text(errors="replace").splitlines()
+        return starts(Path(counter).read_bytes())
     except FileNotFoundError:
         return []
-    starts = []
-    for line in lines:
+
+
+def starts(counted_lines: bytes) -> List[float]:
+    """The start times in what `counted` wrote (a counter file's content)."""
+    found = []
+    for line in counted_lines.decode("utf-8", "replace").splitlines():
         try:
-            starts.append(float(line))
+            found.append(float(line))
         except ValueError:
             continue  # not written by `counted` as given (a runner ran it through a shell, say)
-    return starts
+    return found
 
 
 def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
@@ -64,6 +68,14 @@ def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
 def flaky_calls(work) -> int:
     """How often flaky.sh has been called in a lab whose FLAKY_STATE lives in `work`."""
     try:
-        return int((Path(work) / "flaky.state").read_text().strip() or 0)
+        return flaky_count((Path(work) / FLAKY_STATE).read_bytes())
     except FileNotFoundError:
         return 0
+
+
+FLAKY_STATE = "flaky.state"  # in the lab's work folder
+
+
+def flaky_count(state: bytes) -> int:
+    """The count in flaky.sh's state file (its content; empty when never called)."""
+    return int(state.strip() or 0)

@@ -472,16 +472,24 @@ class Driver:
         # Shared by the checks of one session (one process): see observe().
         self._observations = observations if observations is not None else {}
 
-    def observe(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
+    def observe(
+        self,
+        *args: str,
+        env: Optional[Mapping[str, str]] = None,
+        expect_s: float = 0.0,
+        scenario: Optional[str] = None,
+    ) -> Result:
         """`run(ARGS)` in a fresh lab, observed once per session and judged by every check that asks.
 
         Observe once, judge many: checks of different clauses that need the same scenario (a
         timed-out hang.sh answers S2.1 to S2.4 and S7) judge one observation, each by its own
         criteria and with its own message. Only for a test's first call, on a lab it left as made.
+        The scenario is known by its arguments, or by `scenario` when they name this lab's own
+        files (a counter in its work folder): every check naming it must pass the same command.
         """
         if self._tokens or self._touched:
             raise RuntimeError("observe() needs the lab as it was made: call it before anything else")
-        key = (args, tuple(sorted((env or {}).items())), expect_s)
+        key = (scenario,) if scenario else (args, tuple(sorted((env or {}).items())), expect_s)
         seen = self._observations.get(key)
         if seen is None:
             seen = self._observations[key] = self.run(*args, env=env, expect_s=expect_s).kept_apart()

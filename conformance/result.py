@@ -9,6 +9,8 @@ from conformance import records as runs_jsonl
 if TYPE_CHECKING:  # only for annotations
     from conformance.sandbox import Lab
 
+# The work folder's files an observation keeps (counters are a few lines).
+WORK_FILE_LIMIT = 1 << 20
 # How much of each stream and file a failure message shows.
 TAIL_LINES = 12
 TAIL_CHARS = 2000
@@ -62,8 +64,23 @@ class Result:
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
-        files = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
+        files: Dict[str, Any] = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
+        # The test's own files next to the lab (counters a command wrote, flaky.sh's state).
+        files["work"] = {
+            path.name: path.read_bytes()
+            for path in self.lab.work.iterdir()
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= WORK_FILE_LIMIT
+        }
         return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
+
+    def work_file(self, name: str) -> bytes:
+        """A file of the lab's work folder as it was when the runner ended (b"" when there is none)."""
+        if self.lab_files is not None:
+            return self.lab_files["work"].get(name, b"")
+        try:
+            return (self.lab.work / name).read_bytes()
+        except OSError:
+            return b""
 
     def __repr__(self) -> str:
         ending = "hung, killed after %.1fs" % self.hung_after_s if self.hung_after_s else "rc=%s" % self.rc

@@ -3,7 +3,7 @@
 import pytest
 
 from conformance import expect, timing
-from conformance.commands import FLAKY, calls, counted, flaky_calls, sh
+from conformance.commands import FLAKY, FLAKY_STATE, HANG, calls, counted, flaky_calls, flaky_count, sh, starts
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -36,16 +36,24 @@ def test_s3_1_retries_apply_to_any_nonzero_code(runner):
     expect.count_is(result, "attempts", len(calls(counter(runner))), 3, "S3.1")
 
 
+def backoff_schedule(runner):
+    """Retries 3 with backoff 1, every attempt failing: waits of 1, 2 and 4 seconds. Observed once,
+    judged by the S3.2 checks of that schedule: the gaps the command measured, the waits
+    runs.jsonl shows, and the first wait."""
+    command = counted(counter(runner))
+    return runner.observe("run", "--retries", "3", "--backoff", "1", "--", *command, expect_s=7, scenario="backoff-1")
+
+
 @clause("S3.2")
 @slow(8)
 def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
-    # Retries 3 with backoff 1: waits of 1, 2 and 4 seconds. Three waits tell exponential from
-    # linear (1, 2, 3), constant (1, 1, 1) and off-by-one (2, 4, 8 or 0.5, 1, 2) schedules.
-    result = runner.run("run", "--retries", "3", "--backoff", "1", "--", *counted(counter(runner)), expect_s=7)
+    # Three waits tell exponential from linear (1, 2, 3), constant (1, 1, 1) and off-by-one
+    # (2, 4, 8 or 0.5, 1, 2) schedules.
+    result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
-    starts = calls(counter(runner))
-    expect.count_is(result, "attempts", len(starts), 4, "S3.1")
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    started = starts(result.work_file("calls"))
+    expect.count_is(result, "attempts", len(started), 4, "S3.1")
+    gaps = [later - earlier for earlier, later in zip(started, started[1:])]
     for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
         expect.that(
             wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S,
@@ -57,20 +65,25 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
 
 
 @clause("S3.2")
-@slow(4)
+@slow(8)
 def test_s3_2_waits_read_from_runs_jsonl(runner):
-    result = runner.run("run", "--retries", "2", "--backoff", "1", "--", "false", expect_s=3)
+    result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
-    records = expect.records(result, 3, "S3.2")
-    starts = [expect.field(result, record, "ts") for record in records]
+    records = expect.records(result, 4, "S3.2")
+    record_starts = [expect.field(result, record, "ts") for record in records]
     # A ts without a fraction of a second is allowed, so allow a whole second of rounding then.
     rounding = 0.0 if all("." in record.value["ts"] for record in records) else 1.0
-    for k, wanted in ((1, 1), (2, 2)):
+    for k, wanted in ((1, 1), (2, 2), (3, 4)):
         previous_ms = expect.field(result, records[k - 1], "duration_ms")
         try:
-            waited = (starts[k] - starts[k - 1]).total_seconds() - previous_ms / 1000.0
+            waited = (record_starts[k] - record_starts[k - 1]).total_seconds() - previous_ms / 1000.0
         except TypeError:  # one ts with a UTC offset and one without
-            expect.fail("S7.2", "every ts written the same way", "ts %s and %s" % (starts[k - 1], starts[k]), result)
+            expect.fail(
+                "S7.2",
+                "every ts written the same way",
+                "ts %s and %s" % (record_starts[k - 1], record_starts[k]),
+                result,
+            )
         expect.that(
             wanted - timing.EARLY_S - rounding <= waited <= wanted + timing.REACTION_S + rounding,
             "S3.2",
@@ -84,6 +97,7 @@ def test_s3_2_waits_read_from_runs_jsonl(runner):
 @slow(3)
 def test_s3_2_no_wait_after_the_last_attempt(runner):
     # One retry with backoff 2: 2s of waiting; a wait after the last attempt would add 4s more.
+    # (Its own scenario: the only core check of a backoff other than 0 and 1.)
     result = runner.run("run", "--retries", "1", "--backoff", "2", "--", "false", expect_s=2)
     expect.exit_code(result, 1, "S3.5")
     expect.took_between(
@@ -99,13 +113,13 @@ def test_s3_2_backoff_zero_retries_at_once(runner):
 
 
 @clause("S3.2")
-@slow(2)
+@slow(8)
 def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
-    result = runner.run("run", "--retries", "1", "--backoff", "1", "--", *counted(counter(runner)), expect_s=1)
+    result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
-    starts = calls(counter(runner))
-    expect.count_is(result, "attempts", len(starts), 2, "S3.1")
-    gap = starts[1] - starts[0]
+    started = starts(result.work_file("calls"))
+    expect.count_is(result, "attempts", len(started), 4, "S3.1")
+    gap = started[1] - started[0]
     expect.that(
         1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S,
         "S3.2",
@@ -147,9 +161,7 @@ def test_s3_3_a_timeout_then_a_success(runner):
 @clause("S3.3")
 @slow(3)
 def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
-    result = runner.run(
-        "run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", "/opt/fixtures/pyops/bin/hang.sh", expect_s=2
-    )
+    result = runner.observe("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", HANG, expect_s=2)
     expect.exit_code(result, 124, "S3.3")
     expect.no_survivors(result, "S2.4")
     expect.that(
@@ -167,9 +179,9 @@ def test_s3_4_success_ends_the_run_at_once(runner):
 
 @clause("S3.4")
 def test_s3_4_flaky_stops_at_the_first_success(runner):
-    result = runner.run("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
+    result = runner.observe("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.4")
-    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 3, "S3.4")
+    expect.count_is(result, "flaky.sh calls", flaky_count(result.work_file(FLAKY_STATE)), 3, "S3.4")
 
 
 @clause("S3.5")
