@@ -237,3 +237,18 @@ def _gradings_left(environment):
         if any(part.startswith(environment["TMPDIR"]) for part in cmdline):
             left.append(" ".join(cmdline))
     return left
+
+
+class _InterruptedWhileWaiting:
+    """A cancel flag whose first look raises KeyboardInterrupt, as Ctrl-C does in a caller that
+    grades on its main thread (the benchmark, a script of a course's own)."""
+
+    def is_set(self) -> bool:
+        raise KeyboardInterrupt
+
+
+def test_a_grading_interrupted_in_its_caller_stops_its_suite(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        grading.grade(REFERENCE.read_bytes(), CONFIG_TEXT, cancel=_InterruptedWhileWaiting())  # type: ignore[arg-type]
+    left = [child for child in psutil.Process().children(recursive=True) if child.status() != psutil.STATUS_ZOMBIE]
+    assert not left, "the grading's suite outlived the interruption: %s" % [child.cmdline() for child in left]

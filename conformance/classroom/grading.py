@@ -85,7 +85,11 @@ def grade(
                 cwd=scratch,
                 start_new_session=True,  # its own group: stopped as a whole, and out of reach of the terminal's Ctrl-C
             )
-            ended = _wait(process, started + timeout_s, cancel)
+            try:
+                ended = _wait(process, started + timeout_s, cancel)
+            except BaseException:  # Ctrl-C in a caller that grades on its main thread: stop it too
+                _stop(process)
+                raise
             output.seek(0)
             shown = output.read(OUTPUT_LIMIT).decode("utf-8", "replace")
         report_file = folder / "report.json"

@@ -1,0 +1,150 @@
+"""Benchmark class grading: a generated class of 24 graded at once against its CPU floor.
+
+    python bench/bench_class.py [-j N] [-n N] [--size N] [--keep DIR]
+
+The class: the reference, the good runners of tests/good and zoo mutants (every clause's kind of
+mistake), under student names. Each submission is first graded alone, one after the other, as
+`pyops-conformance class` grades one (same call, same configuration): that gives its verdict and
+the CPU-seconds of one grading. Then the whole class is graded by `pyops-conformance class` and
+graded again with nothing changed. Prints:
+
+* wall time, submissions per minute and CPU-seconds per submission of the class grading;
+* the CPU floor, N x (mean CPU-seconds of one grading alone) / cores: the shortest wall time any
+  schedule could reach; and the floor's share of the wall time (goal: at least 80%);
+* the submissions whose verdict (every check's outcome) differs from their grading alone (goal:
+  none), and the second run's wall time (goal: under 5 s).
+
+Run as root on an otherwise idle machine (the gradings need mount namespaces); takes about ten
+minutes on two cores. Exit status 1 when a goal is missed.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in the package
+
+from conformance.classroom.command import CHECKS_PER_GRADING  # noqa: E402
+from conformance.classroom.grading import grade  # noqa: E402
+from conformance.config import DEFAULT_FILE  # noqa: E402
+from tests.zoo.mutants import MUTANTS, build  # noqa: E402
+
+GOOD = sorted((REPO / "tests" / "good").glob("*_runner.py"))
+SHARE_GOAL, RERUN_GOAL_S = 0.80, 5.0
+
+Verdict = Tuple[Tuple[str, str], ...]
+
+
+def make_class(folder: Path, size: int) -> Dict[str, str]:
+    """SIZE submissions in FOLDER/studentNN/runner.py; returns student -> what it is."""
+    kinds: List[Tuple[str, str]] = [("reference", (REPO / "runner" / "runner.py").read_text())]
+    kinds += [("good " + path.stem, path.read_text()) for path in GOOD]
+    wrong = max(0, size - len(kinds))
+    for index in range(wrong):  # spread over the zoo, which runs clause by clause
+        mutant = MUTANTS[index * len(MUTANTS) // wrong]
+        with tempfile.TemporaryDirectory() as scratch:
+            kinds.append(("mutant " + mutant.name, build(mutant, Path(scratch)).read_text()))
+    students = {}
+    for number, (kind, text) in enumerate(kinds[:size], start=1):
+        student = "student%02d" % number
+        (folder / student).mkdir(parents=True)
+        (folder / student / "runner.py").write_text(text)
+        students[student] = kind
+    return students
+
+
+def verdict(report: Dict) -> Verdict:
+    return tuple(sorted((test["id"], test["outcome"]) for test in report["tests"]))
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def alone(submissions: Path, students: Dict[str, str], workers: int) -> Tuple[Dict[str, Verdict], float]:
+    """Each submission graded by itself: its verdict, and the mean CPU-seconds of a grading."""
+    config_text = DEFAULT_FILE.read_text(encoding="utf-8")
+    verdicts, cpu = {}, []
+    for student in sorted(students):
+        before = children_cpu()
+        outcome = grade((submissions / student / "runner.py").read_bytes(), config_text, workers=workers)
+        cpu.append(children_cpu() - before)
+        if outcome["status"] != "graded":
+            sys.exit("bench_class: %s could not be graded alone: %s" % (student, outcome["message"]))
+        verdicts[student] = verdict(outcome["report"])
+        print("  alone %s  %5.1fs %5.1f CPU-s  %s" % (student, outcome["seconds"], cpu[-1], students[student]))
+    return verdicts, sum(cpu) / len(cpu)
+
+
+def class_run(submissions: Path, out: Path, jobs: List[str]) -> Tuple[float, float]:
+    """Wall and CPU-seconds of one `pyops-conformance class` run."""
+    argv = [sys.executable, "-m", "conformance", "class", str(submissions), "--out", str(out)] + jobs
+    before, started = children_cpu(), time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit("bench_class: the class grading failed (exit %d):\n%s" % (done.returncode, done.stdout[-2000:]))
+    return wall, children_cpu() - before
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-j", "--jobs", type=int, help="submissions at once (default: the class command's)")
+    parser.add_argument(
+        "-n",
+        "--workers",
+        type=int,
+        default=CHECKS_PER_GRADING,
+        help="checks at once per grading (default: %(default)s)",
+    )
+    parser.add_argument("--size", type=int, default=24, help="submissions in the class (default: %(default)s)")
+    parser.add_argument("--keep", metavar="DIR", help="keep the class and its results in DIR (must not exist)")
+    options = parser.parse_args()
+    if options.size < 1:
+        parser.error("--size needs 1 or more")
+    if options.keep and os.path.exists(options.keep):
+        parser.error("--keep: %s exists already" % options.keep)
+    cores = os.cpu_count() or 1
+    work = Path(options.keep or tempfile.mkdtemp(prefix="pyops-bench-class-"))
+    submissions, out = work / "submissions", work / "out"
+    try:
+        students = make_class(submissions, options.size)
+        print("%d submissions, %d cores; each graded alone first" % (len(students), cores), flush=True)
+        expected, cpu_alone = alone(submissions, students, options.workers)
+        jobs = (["-j", str(options.jobs)] if options.jobs else []) + ["-n", str(options.workers)]
+        print("the class, graded at once (%s)" % " ".join(jobs), flush=True)
+        wall, cpu = class_run(submissions, out, jobs)
+        rerun, _ = class_run(submissions, out, jobs)
+        differ = [
+            "%s (%s)" % (student, students[student])
+            for student in sorted(students)
+            if verdict(json.loads((out / student / "results.json").read_text())) != expected[student]
+        ]
+    finally:
+        if not options.keep:
+            shutil.rmtree(str(work), ignore_errors=True)
+    size = len(students)
+    floor = size * cpu_alone / cores
+    share = floor / wall
+    print("wall time:           %7.1f s" % wall)
+    print("submissions/minute:  %7.1f" % (size * 60 / wall))
+    print("CPU-s per submission:%7.1f (alone: %.1f)" % (cpu / size, cpu_alone))
+    print("CPU floor:           %7.1f s  (%d x %.1f CPU-s / %d cores)" % (floor, size, cpu_alone, cores))
+    print("share of the floor:  %7.0f %%  (goal >= %d %%)" % (share * 100, SHARE_GOAL * 100))
+    print("verdicts unlike alone: %s" % (", ".join(differ) or "none"))
+    print("second run:          %7.1f s  (goal < %g s)" % (rerun, RERUN_GOAL_S))
+    return 0 if share >= SHARE_GOAL and not differ and rerun < RERUN_GOAL_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
