@@ -1,7 +1,10 @@
 """What one runner invocation produced, and what it left in the lab."""
 
 import dataclasses
+import os
+import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from conformance import records as runs_jsonl
@@ -9,8 +12,8 @@ from conformance import records as runs_jsonl
 if TYPE_CHECKING:  # only for annotations
     from conformance.sandbox import Lab
 
-# The work folder's files an observation keeps (counters are a few lines).
-WORK_FILE_LIMIT = 1 << 20
+# The work folder's files an observation keeps (counters are a few lines): each, and all together.
+WORK_FILE_LIMIT, WORK_FILES_LIMIT = 64 * 1024, 1 << 20
 # How much of each stream and file a failure message shows.
 TAIL_LINES = 12
 TAIL_CHARS = 2000
@@ -27,6 +30,31 @@ class ProcessInfo:
     def __str__(self) -> str:
         shown = "pid %d: %s" % (self.pid, " ".join(self.argv) or "(no argv)")
         return shown + (" (ignores SIGTERM)" if self.ignores_term else "")
+
+
+def small_files(folder: Path) -> Dict[str, bytes]:
+    """The test's own files next to the lab (counters a command wrote, flaky.sh's state).
+
+    The folder is the runner's to write, and a runner is untrusted: links are not followed
+    (O_NOFOLLOW: one swapped in meanwhile is not read either), and what is kept is bounded.
+    """
+    kept: Dict[str, bytes] = {}
+    room = WORK_FILES_LIMIT
+    for name in sorted(os.listdir(str(folder))):
+        try:
+            fd = os.open(str(folder / name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # a link, gone meanwhile, or not to be opened
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            data = os.read(fd, min(WORK_FILE_LIMIT, room) + 1)
+        finally:
+            os.close(fd)
+        if len(data) <= WORK_FILE_LIMIT and len(data) <= room:
+            kept[name] = data
+            room -= len(data)
+    return kept
 
 
 def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None) -> str:
@@ -65,12 +93,7 @@ class Result:
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
         files: Dict[str, Any] = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
-        # The test's own files next to the lab (counters a command wrote, flaky.sh's state).
-        files["work"] = {
-            path.name: path.read_bytes()
-            for path in self.lab.work.iterdir()
-            if path.is_file() and not path.is_symlink() and path.stat().st_size <= WORK_FILE_LIMIT
-        }
+        files["work"] = small_files(self.lab.work)
         return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
 
     def work_file(self, name: str) -> bytes:

@@ -1,8 +1,10 @@
 """Observe once, judge many: checks that need the same scenario judge one run of the runner."""
 
 import json
+import os
 from collections import Counter
 
+from conformance.result import WORK_FILE_LIMIT, small_files
 from tests.grading import GOOD, grade
 
 # A correct runner that first notes how it was called, where the test can read it (its uid
@@ -34,3 +36,14 @@ def test_a_scenario_is_run_once_and_judged_by_every_check_that_needs_it(tmp_path
     checks = {test["id"].split("::")[-1] for test in graded.report["tests"]}
     assert {"test_s2_3_timeout_exits_124[hang.sh]", "test_s7_3_timed_out_attempt_is_recorded_with_124"} <= checks
     assert sum(runs.values()) < len(checks), "fewer runs than checks, or nothing was shared"
+
+
+def test_an_observation_keeps_small_plain_files_of_the_work_folder_and_follows_no_link(tmp_path):
+    # The work folder is the runner's to write: a link to a secret, a FIFO that would block the
+    # reader, or a flood of data must neither be read nor make the grader wait or swell.
+    (tmp_path / "calls").write_bytes(b"1.5\n2.5\n")
+    (tmp_path / "flood").write_bytes(b"x" * (WORK_FILE_LIMIT + 1))
+    (tmp_path / "secret").symlink_to("/etc/shadow")
+    os.mkfifo(str(tmp_path / "fifo"))
+    (tmp_path / "tmp").mkdir()
+    assert small_files(tmp_path) == {"calls": b"1.5\n2.5\n"}
