@@ -393,7 +393,88 @@ def field(result: Result, record: Record, key: str, clause: str = "S7.2") -> Any
     try:
         return record.field(key)
     except FieldProblem as problem:
-        fail(clause, problem.expected, "%s, in line %d: %s" % (problem.actual, record.number, record.shown()), result)
+        actual = "%s, in line %d: %s" % (problem.actual, record.number, record.shown())
+        fail(clause, problem.expected, actual, result, field_hint(problem, LANG))
+
+
+# What a learner may have called a key instead (a missing key's hint names the one they wrote).
+_KEY_ALIASES = {
+    "ts": ("timestamp", "time", "started", "start", "date", "datetime", "started_at"),
+    "cmd": ("command", "argv", "args", "cmdline"),
+    "attempt": ("attempts", "try", "tries", "n", "number", "retry"),
+    "rc": ("returncode", "return_code", "exit_code", "exitcode", "code", "status"),
+    "duration_ms": ("duration", "elapsed", "elapsed_ms", "duration_s", "ms", "time_ms"),
+}
+
+
+def field_hint(problem: FieldProblem, lang: str) -> Optional[str]:
+    """What the evidence says of a runs.jsonl value (None: the clause's general hint fits)."""
+    words = _in(_FIELD_WORDS, lang)
+    key, value = problem.key, problem.value
+    if problem.kind == "missing":
+        near = [name for name in value or () if name in _KEY_ALIASES.get(key, ())]
+        return words["renamed"] % (key, near[0]) if near else words["missing"] % key
+    if problem.kind == "minimum":
+        return words["attempt_from_1"] if key == "attempt" else words["negative"] % key
+    if problem.kind == "format":
+        return words["ts_format"] % value
+    if problem.kind != "type":
+        return None
+    if key == "ts":
+        return words["ts_number"] if isinstance(value, (int, float)) else words["ts_type"]
+    if key == "cmd":
+        return words["cmd_string"] if isinstance(value, str) else words["cmd_items"]
+    if isinstance(value, bool):
+        return words["bool"] % key
+    if isinstance(value, float):
+        return words["duration_float"] if key == "duration_ms" else words["float"] % key
+    if isinstance(value, str):
+        return words["string"] % key
+    return None
+
+
+_FIELD_WORDS = {
+    "en": {
+        "renamed": "the key is `%s`, not `%s`: the five names are exact (ts, cmd, attempt, rc, duration_ms).",
+        "missing": "add `%s`: every line has the five keys ts, cmd, attempt, rc and duration_ms.",
+        "attempt_from_1": "attempt counts from 1: the first attempt is 1, the first retry 2 "
+        "(range(1, retries + 2), or enumerate(..., start=1)).",
+        "negative": "%s is below 0: measure with time.monotonic(), end minus start.",
+        "ts_format": "ts %r is not ISO 8601 as datetime.fromisoformat reads it: write "
+        "datetime.now(timezone.utc).isoformat() (not time.ctime() or a strftime format of your own).",
+        "ts_number": "ts is a number of seconds (time.time()): write the moment as an ISO 8601 string, "
+        "datetime.now(timezone.utc).isoformat().",
+        "ts_type": "ts is an ISO 8601 string: datetime.now(timezone.utc).isoformat().",
+        "cmd_string": "cmd is one string: write the argv list itself (json.dumps keeps a list a JSON array), "
+        "not ' '.join(cmd) or str(cmd).",
+        "cmd_items": "cmd is the argv after --, every element a string, as in sys.argv.",
+        "bool": "%s is a boolean: write the int itself.",
+        "duration_float": "duration_ms is a float: make it an int of milliseconds, "
+        "int((time.monotonic() - start) * 1000).",
+        "float": "%s is a float: write the int itself (int(...)).",
+        "string": "%s is a string: write the number itself, not str() of it or an f-string.",
+    },
+    "ja": {
+        "renamed": "キーは `%s` です(`%s` ではなく)。5 つの名前は正確に: ts, cmd, attempt, rc, duration_ms。",
+        "missing": "`%s` を追加してください。各行は ts, cmd, attempt, rc, duration_ms の 5 つのキーを持ちます。",
+        "attempt_from_1": "attempt は 1 から数えます。最初の試行が 1、最初のリトライが 2 です"
+        "(range(1, retries + 2) や enumerate(..., start=1))。",
+        "negative": "%s が 0 未満です。time.monotonic() で終了 - 開始を測ってください。",
+        "ts_format": "ts %r は datetime.fromisoformat が読める ISO 8601 ではありません。"
+        "datetime.now(timezone.utc).isoformat() を書いてください(time.ctime() や独自の strftime ではなく)。",
+        "ts_number": "ts が秒数の数値です(time.time())。時刻を ISO 8601 の文字列で書いてください: "
+        "datetime.now(timezone.utc).isoformat()。",
+        "ts_type": "ts は ISO 8601 の文字列です: datetime.now(timezone.utc).isoformat()。",
+        "cmd_string": "cmd が 1 つの文字列です。argv のリストそのものを書いてください(json.dumps はリストを "
+        "JSON の配列のまま書きます)。' '.join(cmd) や str(cmd) ではありません。",
+        "cmd_items": "cmd は -- の後の argv で、sys.argv と同じく各要素が文字列です。",
+        "bool": "%s が真偽値です。int そのものを書いてください。",
+        "duration_float": "duration_ms が float です。ミリ秒の int にしてください: "
+        "int((time.monotonic() - start) * 1000)。",
+        "float": "%s が float です。int そのものを書いてください(int(...))。",
+        "string": "%s が文字列です。str() や f 文字列ではなく、数値そのものを書いてください。",
+    },
+}
 
 
 def values_are(result: Result, records_: List[Record], key: str, wanted: list, clause: str) -> None:

@@ -23,12 +23,19 @@ KEYS = ("ts", "cmd", "attempt", "rc", "duration_ms")
 
 
 class FieldProblem(Exception):
-    """A key of a record is missing or has the wrong type: `expected` and `actual`, for a message."""
+    """A key of a record is missing or has the wrong type: `expected` and `actual`, for a message.
 
-    def __init__(self, expected: str, actual: str) -> None:
+    `key` and `kind` (missing, type, format, minimum) say what exactly, and `value` what was
+    there (the record's keys, when the key was missing): a hint can then name the mistake.
+    """
+
+    def __init__(self, expected: str, actual: str, key: str = "", kind: str = "", value: Any = None) -> None:
         super().__init__("%s; %s" % (expected, actual))
         self.expected = expected
         self.actual = actual
+        self.key = key
+        self.kind = kind
+        self.value = value
 
 
 def is_int(value: Any) -> bool:
@@ -43,23 +50,27 @@ def parse_ts(text: str) -> datetime:
 
 def _ts(key: str, value: Any) -> datetime:
     if not isinstance(value, str):
-        raise FieldProblem("ts an ISO 8601 string", "ts %s" % _typed(value))
+        raise FieldProblem("ts an ISO 8601 string", "ts %s" % _typed(value), key, "type", value)
     try:
         return parse_ts(value)
     except ValueError:
-        raise FieldProblem("ts in ISO 8601 (datetime.fromisoformat parses it)", "ts %s" % _typed(value)) from None
+        expected = "ts in ISO 8601 (datetime.fromisoformat parses it)"
+        raise FieldProblem(expected, "ts %s" % _typed(value), key, "format", value) from None
 
 
 def _cmd(key: str, value: Any) -> List[str]:
     if not isinstance(value, list) or not all(isinstance(word, str) for word in value):
-        raise FieldProblem("cmd a list of strings", "cmd %s" % _typed(value))
+        raise FieldProblem("cmd a list of strings", "cmd %s" % _typed(value), key, "type", value)
     return value
 
 
 def _counting(minimum: int) -> Callable[[str, Any], int]:
     def check(key: str, value: Any) -> int:
         if not is_int(value) or value < minimum:
-            raise FieldProblem("%s an int of at least %d" % (key, minimum), "%s %s" % (key, _typed(value)))
+            kind = "minimum" if is_int(value) else "type"
+            raise FieldProblem(
+                "%s an int of at least %d" % (key, minimum), "%s %s" % (key, _typed(value)), key, kind, value
+            )
         return value
 
     return check
@@ -67,7 +78,7 @@ def _counting(minimum: int) -> Callable[[str, Any], int]:
 
 def _int(key: str, value: Any) -> int:
     if not is_int(value):
-        raise FieldProblem("%s an int" % key, "%s %s" % (key, _typed(value)))
+        raise FieldProblem("%s an int" % key, "%s %s" % (key, _typed(value)), key, "type", value)
     return value
 
 
@@ -121,7 +132,8 @@ class Record:
         if self.value is None:
             raise FieldProblem("a JSON object", self.problem or "no object")
         if key not in self.value:
-            raise FieldProblem("the key %r" % key, "keys: %s" % (", ".join(sorted(self.value)) or "(none)"))
+            shown = "keys: %s" % (", ".join(sorted(self.value)) or "(none)")
+            raise FieldProblem("the key %r" % key, shown, key, "missing", sorted(self.value))
         check = _FIELDS.get(key)
         return self.value[key] if check is None else check(key, self.value[key])
 

@@ -176,3 +176,31 @@ def test_a_deeply_nested_line_fails_s7_1(tmp_path):
         expect.records(result, 1)
     assert raised.value.clause == "S7.1"
     assert "nested too deeply" in str(raised.value)
+
+
+def test_every_evidence_hint_is_said_in_both_languages():
+    # A key missing from one language would fall back to English in the middle of a Japanese report.
+    for table in (expect._FIELD_WORDS, expect._LOCK_WORDS, expect._SURVIVOR_WORDS, expect._EVIDENCE_WORDS):
+        assert set(table["en"]) == set(table["ja"]), sorted(set(table["en"]) ^ set(table["ja"]))
+
+
+@pytest.mark.parametrize(
+    "line,key,says",
+    [
+        (b'{"ts": 1700000000.5}', "ts", "ts is a number of seconds"),
+        (b'{"ts": "Tue Dec  1 10:00:00 2026"}', "ts", "is not ISO 8601"),
+        (b'{"cmd": "echo hi"}', "cmd", "cmd is one string"),
+        (b'{"attempt": 0}', "attempt", "attempt counts from 1"),
+        (b'{"rc": "0"}', "rc", "rc is a string"),
+        (b'{"rc": true}', "rc", "rc is a boolean"),
+        (b'{"duration_ms": 12.5}', "duration_ms", "duration_ms is a float"),
+        (b'{"exit_code": 0}', "rc", "the key is `rc`, not `exit_code`"),
+        (b'{"other": 0}', "rc", "add `rc`"),
+    ],
+)
+def test_a_runs_jsonl_hint_names_the_mistake_the_value_shows(line, key, says):
+    record = parse(line + b"\n")[0]
+    with pytest.raises(FieldProblem) as problem:
+        record.field(key)
+    assert says in expect.field_hint(problem.value, "en")
+    assert expect.field_hint(problem.value, "ja")

@@ -72,6 +72,13 @@ HINT_BY_EVIDENCE = [
     ("shared-lock", "S5.2", "held_lock_exits_3[shared-holder]", "held a shared lock"),
     ("lock-next-to-runner", "S5.2", "held_lock_exits_3[exclusive-holder]", "went ahead while"),
     ("locked-exits-1", "S5.2", "held_lock_exits_3[exclusive-holder]", "did refuse, but with exit code 1"),
+    # runs.jsonl: the value that is wrong says which mistake it was.
+    ("ts-epoch-float", "S7.2", "ts_is_iso_8601_and_now", "ts is a number of seconds"),
+    ("cmd-as-a-string", "S7.2", "cmd_is_the_argv_after_dashes[true]", "cmd is one string"),
+    ("float-duration-ms", "S7.2", "duration_ms_is_an_int[true]", "duration_ms is a float"),
+    ("duration-key-renamed", "S7.2", "duration_ms_is_an_int[true]", "the key is `duration_ms`, not `duration`"),
+    ("attempts-counted-from-0", "S7.2", "attempt_counts_from_1", "attempt counts from 1"),
+    ("rc-as-a-string", "S7.2", "rc_is_the_int_exit_code[0]", "rc is a string"),
 ]
 HINT_PHRASES = {says for _, _, _, says in HINT_BY_EVIDENCE}
 
