@@ -1,6 +1,6 @@
 """Benchmark class grading: a generated class of 24 graded at once against its CPU floor.
 
-    python bench/bench_class.py [-j N] [-n N] [--size N] [--keep DIR]
+    python bench/bench_class.py [-j N] [-n N] [--python EXE] [--size N] [--keep DIR]
 
 The class: the reference, the good runners of tests/good and zoo mutants (every clause's kind of
 mistake), under student names. Each submission is first graded alone, one after the other, as
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in the package
@@ -71,13 +71,16 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def alone(submissions: Path, students: Dict[str, str], workers: int) -> Tuple[Dict[str, Verdict], float]:
+def alone(
+    submissions: Path, students: Dict[str, str], workers: int, python: Optional[str]
+) -> Tuple[Dict[str, Verdict], float]:
     """Each submission graded by itself: its verdict, and the mean CPU-seconds of a grading."""
     config_text = DEFAULT_FILE.read_text(encoding="utf-8")
     verdicts, cpu = {}, []
     for student in sorted(students):
         before = children_cpu()
-        outcome = grade((submissions / student / "runner.py").read_bytes(), config_text, workers=workers)
+        runner_text = (submissions / student / "runner.py").read_bytes()
+        outcome = grade(runner_text, config_text, workers=workers, python=python)
         cpu.append(children_cpu() - before)
         if outcome["status"] != "graded":
             sys.exit("bench_class: %s could not be graded alone: %s" % (student, outcome["message"]))
@@ -107,6 +110,7 @@ def main() -> int:
         default=CHECKS_PER_GRADING,
         help="checks at once per grading (default: %(default)s)",
     )
+    parser.add_argument("--python", help="interpreter that runs the runners (default: the class command's)")
     parser.add_argument("--size", type=int, default=24, help="submissions in the class (default: %(default)s)")
     parser.add_argument("--keep", metavar="DIR", help="keep the class and its results in DIR (must not exist)")
     options = parser.parse_args()
@@ -120,8 +124,9 @@ def main() -> int:
     try:
         students = make_class(submissions, options.size)
         print("%d submissions, %d cores; each graded alone first" % (len(students), cores), flush=True)
-        expected, cpu_alone = alone(submissions, students, options.workers)
+        expected, cpu_alone = alone(submissions, students, options.workers, options.python)
         jobs = (["-j", str(options.jobs)] if options.jobs else []) + ["-n", str(options.workers)]
+        jobs += ["--python", options.python] if options.python else []
         print("the class, graded at once (%s)" % " ".join(jobs), flush=True)
         wall, cpu = class_run(submissions, out, jobs)
         rerun, _ = class_run(submissions, out, jobs)
