@@ -65,15 +65,15 @@ def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
     )
 
 
+FLAKY_STATE = "flaky.state"  # flaky.sh's call count, in the lab's work folder ($FLAKY_STATE)
+
+
 def flaky_calls(work) -> int:
     """How often flaky.sh has been called in a lab whose FLAKY_STATE lives in `work`."""
     try:
         return flaky_count((Path(work) / FLAKY_STATE).read_bytes())
     except FileNotFoundError:
         return 0
-
-
-FLAKY_STATE = "flaky.state"  # in the lab's work folder
 
 
 def flaky_count(state: bytes) -> int:

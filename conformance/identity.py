@@ -203,11 +203,11 @@ def _field(status: bytes, name: bytes) -> List[bytes]:
 def owner_of(pid: int) -> Optional[RunnerUser]:
     """The runner user process `pid` runs as (real, effective and saved ids alike), if it is one."""
     try:
-        with open("/proc/%d/status" % pid) as handle:
-            fields = dict(line.split(":", 1) for line in handle if ":" in line)
-        uids = {int(uid) for uid in fields["Uid"].split()[:3]}
-        gids = {int(gid) for gid in fields["Gid"].split()[:3]}
-    except (OSError, KeyError, ValueError):
+        with open("/proc/%d/status" % pid, "rb") as handle:
+            status = handle.read()
+        uids = {int(uid) for uid in _field(status, b"Uid")[:3]}
+        gids = {int(gid) for gid in _field(status, b"Gid")[:3]}
+    except (OSError, ValueError):
         return None
     if len(uids) != 1 or len(gids) != 1:
         return None

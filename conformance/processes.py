@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import psutil
 
 from conformance import expect, identity, timing
+from conformance.commands import FLAKY_STATE
 from conformance.identity import RunnerUser, kill_until_gone, sweep
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
@@ -182,7 +183,7 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
         "LANG": "C.UTF-8",
         "TZ": "UTC",
         "TMPDIR": str(tmp),
-        "FLAKY_STATE": str(lab.work / "flaky.state"),
+        "FLAKY_STATE": str(lab.work / FLAKY_STATE),
         TOKEN_VAR: token,
     }
     env.update(extra or {})
