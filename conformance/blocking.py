@@ -1,8 +1,9 @@
 """Blocked checks: a runner that cannot make its most basic call fails fast, and says why.
 
-Before its first check, each worker makes the basic call of each action once, in a lab of its
-own (`run -- true`, `apply NAME`). If the runner does not finish it with exit code 0, every later
-check that would make that kind of call fails at once as *blocked by* the basic clause, showing
+Before the first check, the basic call of each action is made once per grading (shared by the
+workers like any observation), in a lab of its own (`run -- true`, `apply NAME`). If the runner
+does not finish it with exit code 0, every later check that would make that kind of call fails
+at once as *blocked by* the basic clause, showing
 that call's output, instead of failing the same way once per check: a runner that hangs on
 everything gets its verdict in seconds, not an hour, and the learner sees the one thing to fix.
 """
@@ -10,6 +11,7 @@ everything gets its verdict in seconds, not an hour, and the learner sees the on
 from typing import Callable, ContextManager, Dict, Optional
 
 from conformance import expect, timing
+from conformance.observations import Observations
 from conformance.processes import Driver
 from conformance.result import Result
 from conformance.sandbox import Lab
@@ -27,17 +29,21 @@ class Canary:
     def __init__(self) -> None:
         self.failed: Dict[str, Optional[Result]] = {}
 
-    def probe(self, make_lab: Callable[[], ContextManager[Lab]], python: str) -> None:
-        """Make each basic call once (the first time only)."""
+    def probe(self, make_lab: Callable[[], ContextManager[Lab]], python: str, seen: Observations) -> None:
+        """Make each basic call once per grading (the first time only)."""
         for action, (argv, _clause) in BASIC_CALLS.items():
             if action in self.failed:
                 continue
-            with make_lab() as lab:
-                driver = Driver(lab, python)
-                try:
-                    result = driver.run(*argv)
-                finally:
-                    driver.close()
+
+            def play(argv=argv) -> Result:
+                with make_lab() as lab:
+                    driver = Driver(lab, python)
+                    try:
+                        return driver.run(*argv).kept_apart()
+                    finally:
+                        driver.close()
+
+            result = seen.get(("basic call", argv), play)
             self.failed[action] = None if result.rc == 0 else result
 
     def gate(self, args) -> None:

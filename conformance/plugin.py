@@ -14,9 +14,10 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from conformance import commands, expect, identity, report, view
+from conformance import commands, expect, identity, observations, report, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
+from conformance.observations import Observations
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
 from conformance.restore import Snapshot
 from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, LabMaker, probe_namespace
@@ -103,6 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pyops["profile"] = config.getoption("--lab-profile")  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
+    config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")
 
@@ -230,19 +232,20 @@ def runner(request: pytest.FixtureRequest):
     config = request.config
     info = config.pyops  # type: ignore[attr-defined]
     maker, canary = _session_parts(config)
-    canary.probe(lambda: _lab(maker, info), info["python"])
+    canary.probe(lambda: _lab(maker, info), info["python"], _observations(config))
     with _lab(maker, info) as lab:
         driver = Driver(lab, info["python"], gate=canary.gate, observations=_observations(config))
         try:
             yield driver
         finally:
             driver.close()
+            request.node.user_properties.append(("runner_calls", driver.calls()))
 
 
-def _observations(config: pytest.Config) -> Dict:
-    """This session's shared observations (Driver.observe); each --repeat round starts afresh."""
+def _observations(config: pytest.Config) -> Observations:
+    """This session's observations (Driver.scenario); each --repeat round starts afresh."""
     if not hasattr(config, "_pyops_observations"):
-        config._pyops_observations = {}  # type: ignore[attr-defined]
+        config._pyops_observations = Observations(config.pyops["observations"])  # type: ignore[attr-defined]
     return config._pyops_observations  # type: ignore[attr-defined]
 
 
@@ -308,10 +311,12 @@ class Collector:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
         reap(session_id())
+        observations.remove_folder(self.config.pyops["observations"])  # type: ignore[attr-defined]
         snapshot = self.config.pyops_snapshot  # type: ignore[attr-defined]
         if snapshot is not None:
             snapshot.restore()
             self.config.pyops_snapshot = None  # type: ignore[attr-defined]
         path = self.config.getoption("--lab-json")
         if path:
-            report.write_json(Path(path), self.config.pyops, self.tests.as_list())  # type: ignore[attr-defined]
+            info = self.config.pyops  # type: ignore[attr-defined]
+            report.write_json(Path(path), info, self.tests.as_list(), self.tests.runner_calls)

@@ -8,7 +8,6 @@ or moved to a session of its own, and it is always killed before the test ends.
 
 import ctypes
 import ctypes.util
-import dataclasses
 import fcntl
 import os
 import resource
@@ -16,15 +15,15 @@ import signal
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence
 
 import psutil
 
 from conformance import expect, identity, timing
 from conformance.commands import FLAKY_STATE
 from conformance.identity import RunnerUser, kill_until_gone, sweep
+from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
 
@@ -193,13 +192,16 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
-def _stand_between(lab_preexec: Optional[Callable[[], None]], user: Optional[RunnerUser]) -> Callable[[], None]:
+def _stand_between(
+    lab_preexec: Optional[Callable[[], None]], user: Optional[RunnerUser], tell_pid: int
+) -> Callable[[], None]:
     """What the runner's child process runs before exec: enter the lab, then fork once more.
 
     The harness's own child stays behind as the runner's parent: it only waits and then ends
     the way the runner ended (the same exit code, or the same signal). A runner that kills its
     parent therefore kills this stand-in, never the harness; and the runner itself becomes
-    `user`, which may not signal the stand-in at all.
+    `user`, which may not signal the stand-in at all. The stand-in writes the runner's pid to
+    the pipe `tell_pid`, so the harness need not look for it in /proc.
     """
 
     def preexec() -> None:
@@ -212,6 +214,8 @@ def _stand_between(lab_preexec: Optional[Callable[[], None]], user: Optional[Run
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
         pid = _libc.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
         if pid != 0:
+            if pid > 0:
+                os.write(tell_pid, b"%d" % pid)
             os.closerange(3, 65536)  # let the parent see the exec succeed (its pipe is ours too)
             if pid < 0:
                 os._exit(125)
@@ -221,6 +225,7 @@ def _stand_between(lab_preexec: Optional[Callable[[], None]], user: Optional[Run
                     signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
                 os.kill(os.getpid(), os.WTERMSIG(status))
             os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125)
+        os.close(tell_pid)  # the runner must not hold it: the harness reads it to its end
         if user is not None:
             user.drop()
 
@@ -236,35 +241,36 @@ class Invocation:
         self.lab = lab
         self.args = list(args)
         self.token = token
+        self.expected_s = expected_s
         self.deadline_s = expected_s + timing.HANG_MARGIN_S
+        self.clean = False
+        self.took_s: Optional[float] = None  # once finished
         number = len(list(lab.output.glob("out-*.stdout")))
         # In the grader's own folder, and kept open: the runner can neither read nor replace them.
         self._stdout = open(str(lab.output / ("out-%d.stdout" % number)), "w+b")
         self._stderr = open(str(lab.output / ("out-%d.stderr" % number)), "w+b")
         self.started = timing.now()
-        self.process = subprocess.Popen(
-            [python, RUNNER_PATH] + self.args,
-            stdin=subprocess.DEVNULL,
-            stdout=self._stdout,
-            stderr=self._stderr,
-            env=dict(env),
-            cwd=str(lab.sub) if lab.mode != "namespace" else None,
-            preexec_fn=_stand_between(lab.preexec(), lab.user),
-            start_new_session=True,
-        )
+        pid_r, pid_w = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [python, RUNNER_PATH] + self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=self._stdout,
+                stderr=self._stderr,
+                env=dict(env),
+                cwd=str(lab.sub) if lab.mode != "namespace" else None,
+                preexec_fn=_stand_between(lab.preexec(), lab.user, pid_w),
+                start_new_session=True,
+                pass_fds=(pid_w,),
+            )
+        finally:
+            os.close(pid_w)
         # The runner is the stand-in's only child; signals for "the runner" must reach it, never
         # the stand-in (whose death would pass for the runner's).
-        self.pid = wait_for(self._runner_pid, "the runner under its stand-in parent").pid
-
-    def _runner_pid(self) -> object:
-        try:
-            children = psutil.Process(self.process.pid).children()
-        except psutil.NoSuchProcess:
-            children = []
-        if not children and self.process.poll() is not None:
-            # Both gone already (a runner that exits at once): nothing left to signal.
-            return _Gone(self.process.pid)
-        return children[0] if children else None
+        with os.fdopen(pid_r, "rb") as told:
+            said = told.read(32)
+        # Nothing said: the stand-in could not fork. Its own pid then, which has no runner to signal.
+        self.pid = int(said) if said.isdigit() else self.process.pid
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -320,14 +326,34 @@ class Invocation:
         Timing bounds count from here, not from the runner's own start: an interpreter that
         takes a second to start on a loaded machine costs a correct runner nothing.
         """
-        process = self.wait_for_descendant(argv, clause)
+        return self._start_of(self.wait_for_descendant(argv, clause))
+
+    def start_of(self, argv: Sequence[str]) -> Optional[float]:
+        """command_started() for a scenario: None, not a failure, when `argv` never ran."""
+        process = self.watch(lambda: next((p for p in self.descendants() if runs_as(p, argv)), None))
+        return None if process is None else self._start_of(process)
+
+    def _start_of(self, process: psutil.Process) -> float:
         try:
             return timing.started_at(process.pid)
         except (OSError, IndexError, ValueError):
             return self.started  # gone already: the runner's start is the earliest it can have been
 
     def wait_until(self, predicate: Callable[[], object], what: str, clause: str):
-        """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence.
+        """Wait until `predicate` holds while the runner runs; else fail `clause` with evidence."""
+        value = self.watch(predicate)
+        if value:
+            return value
+        why_not = self.why_not_seen()
+        result = self.finish()
+        expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), why_not, result)
+
+    def why_not_seen(self) -> str:
+        """Why watch() saw nothing, said right after it (for a check's `actual`)."""
+        return "the runner ended first" if not self.running() else "it did not happen"
+
+    def watch(self, predicate: Callable[[], object]) -> object:
+        """What `predicate` returns once it holds while the runner runs, or None if it never does.
 
         Gives up early once the runner and everything it started have ended: nothing is left
         that could still make it true.
@@ -341,14 +367,10 @@ class Invocation:
             return value if value else _Over()
 
         try:
-            value = wait_for(seen_or_over, what)
+            value = wait_for(seen_or_over, "the runner")
         except HarnessTimeout:
-            value = None
-        if value and not isinstance(value, _Over):
-            return value
-        ended = "the runner ended first" if not self.running() else "it did not happen"
-        result = self.finish()
-        expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), ended, result)
+            return None
+        return None if isinstance(value, _Over) else value
 
     def stdout_so_far(self) -> bytes:
         return _read_capped(self._stdout)[0]
@@ -363,8 +385,12 @@ class Invocation:
             self._kill_runner()
             rc = None
         ended, ended_at = timing.now(), time.time()
+        self.took_s = ended - self.started
         survivors = self._survivors()
-        reap(self.token)
+        if survivors:
+            reap(self.token)
+        else:
+            self.clean = True  # nothing of it was left alive: no need to reap its token again
         stdout, stdout_cut = _read_capped(self._stdout)
         stderr, stderr_cut = _read_capped(self._stderr)
         notes = [
@@ -405,13 +431,6 @@ class Invocation:
             if not alive or timing.now() >= deadline:
                 return describe(alive)
             time.sleep(timing.POLL_S * 5)
-
-
-@dataclass(frozen=True)
-class _Gone:
-    """A runner that had exited before the harness looked: signals to it go nowhere."""
-
-    pid: int
 
 
 class _Over:
@@ -462,16 +481,17 @@ class Driver:
         lab: Lab,
         python: str,
         gate: Optional[Callable[[Sequence[str]], None]] = None,
-        observations: Optional[Dict[tuple, Result]] = None,
+        observations: Optional[Observations] = None,
     ) -> None:
         self.lab = lab
         self.python = python
         self._gate = gate  # may refuse a call known to hang (see blocking.py)
         self._tokens: List[str] = []
+        self._invocations: List[Invocation] = []
         self._helpers: List[subprocess.Popen] = []
         self._touched = False  # the test changed its lab (a marker, a lock): no shared observation
-        # Shared by the checks of one session (one process): see observe().
-        self._observations = observations if observations is not None else {}
+        self._observations = observations if observations is not None else Observations()
+        self._judging = False  # a scenario was observed: this check only judges from now on
 
     def observe(
         self,
@@ -480,30 +500,39 @@ class Driver:
         expect_s: float = 0.0,
         scenario: Optional[str] = None,
     ) -> Result:
-        """`run(ARGS)` in a fresh lab, observed once per session and judged by every check that asks.
+        """`run(ARGS)` in a fresh lab, played once per grading and judged by every check that asks.
 
-        Observe once, judge many: checks of different clauses that need the same scenario (a
-        timed-out hang.sh answers S2.1 to S2.4 and S7) judge one observation, each by its own
-        criteria and with its own message. Only for a test's first call, on a lab it left as made.
         The scenario is known by its arguments, or by `scenario` when they name this lab's own
         files (a counter in its work folder): every check naming it must pass the same command.
         """
-        if self._tokens or self._touched:
-            raise RuntimeError("observe() needs the lab as it was made: call it before anything else")
-        key = (scenario,) if scenario else (args, tuple(sorted((env or {}).items())), expect_s)
-        seen = self._observations.get(key)
-        if seen is None:
-            seen = self._observations[key] = self.run(*args, env=env, expect_s=expect_s).kept_apart()
-        return dataclasses.replace(seen, notes=list(seen.notes))  # a check may add notes of its own
+        key = ("run", scenario) if scenario else ("run", args, tuple(sorted((env or {}).items())), expect_s)
+        return self.scenario(key, lambda: self.run(*args, env=env, expect_s=expect_s))
+
+    def scenario(self, key: Hashable, play: Callable[[], Any]) -> Any:
+        """What `play()` returned (Results, and facts seen meanwhile), played once per grading.
+
+        See observations.py. Only for a test's first act, on a lab it left as made: `play` may
+        change the lab (a marker, a held lock), but the test itself must not before.
+        """
+        if self._tokens or self._touched or self._judging:
+            raise RuntimeError("a scenario needs the lab as it was made: play it before anything else")
+        value = self._observations.get(key, play)
+        # Played here or seen by another check: either way this lab no longer shows it.
+        self._judging = True
+        return value
 
     def start(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Invocation:
         """Start `runner.py ARGS...`; `expect_s` is how long the test expects it to need."""
+        if self._judging:
+            raise RuntimeError("a check that judges a scenario cannot run the runner again")
         if self._gate is not None:
             self._gate(args)
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
-        return Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)
+        invocation = Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)
+        self._invocations.append(invocation)
+        return invocation
 
     def run(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
         return self.start(*args, env=env, expect_s=expect_s).finish()
@@ -571,9 +600,15 @@ class Driver:
         self.lab.state.mkdir(exist_ok=True)
         self.lab.marker(name).write_text("applied before the test\n")
 
+    def calls(self) -> List[List[float]]:
+        """[seconds expected, seconds taken] of every runner this check started and saw end."""
+        return [[i.expected_s, round(i.took_s, 3)] for i in self._invocations if i.took_s is not None]
+
     def close(self) -> None:
+        clean = {invocation.token for invocation in self._invocations if invocation.clean}
         for token in self._tokens:
-            reap(token)
+            if token not in clean:
+                reap(token)
         if self.lab.user is not None:
             # Also what slipped past the tokens (a daemon that emptied its environment).
             sweep(self.lab.user)

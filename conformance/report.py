@@ -34,9 +34,13 @@ class Outcomes:
 
     def __init__(self) -> None:
         self._tests: OrderedDict[str, Dict] = OrderedDict()
+        # (seconds the check expected it to take, seconds it took) for every runner started
+        self.runner_calls: List[Sequence[float]] = []
 
     def add(self, test_report) -> None:
         props = dict(test_report.user_properties)
+        if test_report.when == "teardown":
+            self.runner_calls += props.get("runner_calls", [])
         outcome = test_report.outcome
         if outcome == "failed" and (test_report.when != "call" or props.get("harness_error")):
             outcome = "error"  # the suite's own problem (setup, teardown, or not a clause failure)
@@ -159,8 +163,25 @@ def varied_lines(changed: Sequence[Mapping], rounds: int) -> List[str]:
     return lines
 
 
-def write_json(path: Path, info: Mapping, tests: List[Dict]) -> None:
-    write_report(path, build(info, tests))
+def write_json(path: Path, info: Mapping, tests: List[Dict], runner_calls: Sequence[Sequence[float]] = ()) -> None:
+    data = build(info, tests)
+    data["timing"] = timing_of(tests, runner_calls)
+    write_report(path, data)
+
+
+def timing_of(tests: List[Dict], runner_calls: Sequence[Sequence[float]]) -> Dict:
+    """Where a grading's time went: what one check at a time must wait through, and its floor.
+
+    `serial_s` is the sum of the checks' own times (what shared isolation waits through);
+    `forced_wait_s` the sum of the waits the scenarios force (timeouts, backoffs, a slow
+    apply.sh), each scenario counted once: no grading of these scenarios can take less.
+    """
+    return {
+        "serial_s": round(sum(test["duration_s"] for test in tests), 2),
+        "runner_calls": len(runner_calls),
+        "runner_s": round(sum(took for _expected, took in runner_calls), 2),
+        "forced_wait_s": round(sum(expected for expected, _took in runner_calls), 2),
+    }
 
 
 def write_report(path: Path, report: Mapping) -> None:

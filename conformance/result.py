@@ -92,7 +92,10 @@ class Result:
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
+        if self.lab_files is not None:
+            return dataclasses.replace(self, notes=list(self.notes))
         files: Dict[str, Any] = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
+        files["marker_files"] = [name for name in files["markers"] if (self.lab.state / name).is_file()]
         files["work"] = small_files(self.lab.work)
         return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
 
@@ -136,6 +139,12 @@ class Result:
             return self.lab.applied_log.read_text(errors="replace").splitlines()
         except OSError:
             return []
+
+    def marked(self, name: str) -> bool:
+        """Is there a marker file state/NAME.done (a regular file: a folder of that name is none)?"""
+        if self.lab_files is not None:
+            return "%s.done" % name in self.lab_files["marker_files"]
+        return self.lab.marker(name).is_file()
 
     def markers(self) -> List[str]:
         if self.lab_files is not None:

@@ -16,26 +16,34 @@ NOTE_THE_CALL = (
 )
 
 
-def test_a_scenario_is_run_once_and_judged_by_every_check_that_needs_it(tmp_path, drop_box):
+def test_a_scenario_is_played_once_per_grading_whatever_the_workers(tmp_path, drop_box):
     calls = drop_box / "calls"
     calls.touch()
     calls.chmod(0o666)
     runner = tmp_path / "runner.py"
     base = next(path for path in GOOD if path.name == "int_timeout_runner.py")
     runner.write_text(NOTE_THE_CALL % str(calls) + base.read_text())
-    # One process (-n 0): every check sees the others' observations. (S2.1 watches its own runs
-    # live, to time the kill from the command's start.)
-    clauses = ["--clause=S2.2", "--clause=S2.3", "--clause=S2.4", "--clause=S7.3"]
-    graded = grade(tmp_path, runner, *clauses, workers=0)
+    # Three workers: a scenario one worker played is judged by checks that run on the others.
+    clauses = ["S2", "S3.3", "S4.3", "S5.1", "S5.2", "S7.3"]
+    graded = grade(tmp_path, runner, *["--clause=%s" % clause for clause in clauses], workers=3)
     assert graded.rc == 0, graded.explain()
     runs = Counter(tuple(json.loads(line)) for line in calls.read_text().splitlines())
-    hang = next(call for call in runs if call[-1].endswith("/hang.sh") and call[:3] == ("run", "--timeout", "1"))
-    # S2.2, S2.3 (twice), S2.4 and S7.3 judge the timed-out hang.sh; S2.3, S2.4 and S7.3 a timed-out sleep.
+    hang = ("run", "--timeout", "1", "--", "/opt/fixtures/pyops/bin/hang.sh")
+    retried = [call for call in runs if call[:6] == ("run", "--timeout", "1", "--retries", "1", "--backoff")]
+    # S2.1, S2.2, S2.3, S2.4 and S7.3 judge one timed-out hang.sh; S3.3 and S7.3 one retried one;
+    # S4.3, S5.1 and S5.2 one apply in progress (the first runner, then two refused ones).
     assert runs[hang] == 1, runs
     assert runs[("run", "--timeout", "1", "--", "sleep", "60")] == 1, runs
+    assert [runs[call] for call in retried] == [1], runs
+    assert runs[("apply", "first")] == 2 and runs[("apply", "second")] == 1, runs
+    # The basic calls that tell a blocked check (blocking.py) are made once, not once a worker.
+    assert runs[("apply", "basic-check")] == 1 and runs[("run", "--", "true")] == 1, runs
     checks = {test["id"].split("::")[-1] for test in graded.report["tests"]}
-    assert {"test_s2_3_timeout_exits_124[hang.sh]", "test_s7_3_timed_out_attempt_is_recorded_with_124"} <= checks
-    assert sum(runs.values()) < len(checks), "fewer runs than checks, or nothing was shared"
+    assert {
+        "test_s2_1_killed_once_the_timeout_passes[hang.sh]",
+        "test_s7_3_timed_out_attempt_is_recorded_with_124",
+    } <= checks
+    assert sum(runs.values()) < len(checks), "fewer runs than checks: checks judge scenarios others played"
 
 
 def test_an_observation_keeps_small_plain_files_of_the_work_folder_and_follows_no_link(tmp_path):

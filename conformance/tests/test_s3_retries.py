@@ -3,7 +3,8 @@
 import pytest
 
 from conformance import expect, timing
-from conformance.commands import FLAKY, FLAKY_STATE, HANG, calls, counted, flaky_calls, flaky_count, sh, starts
+from conformance.commands import FLAKY, FLAKY_STATE, calls, counted, flaky_calls, flaky_count, sh, starts
+from conformance.scenarios import hang_retried
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -132,20 +133,9 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
 @clause("S3.3")
 @slow(3)
 def test_s3_3_a_timeout_is_retried(runner):
-    result = runner.run(
-        "run",
-        "--timeout",
-        "1",
-        "--retries",
-        "1",
-        "--backoff",
-        "0",
-        "--",
-        *counted(counter(runner), "exec sleep 30"),
-        expect_s=2,
-    )
+    result = hang_retried(runner)
     expect.exit_code(result, 124, "S3.3")
-    expect.count_is(result, "attempts", len(calls(counter(runner))), 2, "S3.3")
+    expect.count_is(result, "attempts", len(starts(result.work_file("calls"))), 2, "S3.3")
 
 
 @clause("S3.3")
@@ -161,7 +151,7 @@ def test_s3_3_a_timeout_then_a_success(runner):
 @clause("S3.3")
 @slow(3)
 def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
-    result = runner.observe("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", HANG, expect_s=2)
+    result = hang_retried(runner)
     expect.exit_code(result, 124, "S3.3")
     expect.no_survivors(result, "S2.4")
     expect.that(

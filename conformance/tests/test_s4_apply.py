@@ -3,25 +3,35 @@
 import pytest
 
 from conformance import expect
+from conformance.scenarios import apply_in_progress
 
 clause = pytest.mark.clause
 # Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
 # a reasonable tool (settled reading; names with spaces or other letters are X14's).
 NAMES = ["db-migration", "v1.2.3", "x", "feature_2"]
+FAILING = {"APPLY_FAIL": "1"}
+
+
+def marker_present(runner):
+    """`apply feature` with state/feature.done there already, observed once for S4.1's checks."""
+
+    def play():
+        runner.put_marker("feature")
+        return runner.run("apply", "feature")
+
+    return runner.scenario("marker present", play)
 
 
 @clause("S4.1")
 def test_s4_1_marker_present_means_already_applied(runner):
-    runner.put_marker("feature")
-    result = runner.run("apply", "feature")
+    result = marker_present(runner)
     expect.exit_code(result, 0, "S4.1")
     expect.stdout_has(result, "already applied", "S4.1")
 
 
 @clause("S4.1")
 def test_s4_1_marker_present_means_apply_sh_not_called(runner):
-    runner.put_marker("feature")
-    result = runner.run("apply", "feature")
+    result = marker_present(runner)
     expect.finished(result, "S4.1")
     expect.that(result.applied() == [], "S4.1", "apply.sh not called", "applied.log: %s" % result.applied(), result)
 
@@ -44,8 +54,7 @@ def test_s4_1_second_apply_is_a_no_op(runner):
 
 @clause("S4.1")
 def test_s4_1_already_applied_goes_to_stdout_not_stderr(runner):
-    runner.put_marker("feature")
-    result = runner.run("apply", "feature")
+    result = marker_present(runner)
     expect.finished(result, "S4.1")
     expect.stdout_has(result, "already applied", "S4.1")
 
@@ -53,7 +62,7 @@ def test_s4_1_already_applied_goes_to_stdout_not_stderr(runner):
 @clause("S4.2")
 @pytest.mark.parametrize("name", NAMES)
 def test_s4_2_apply_calls_apply_sh_with_the_name(runner, name):
-    result = runner.run("apply", name)
+    result = runner.observe("apply", name)
     expect.exit_code(result, 0, "S4.2")
     expect.that(
         result.applied() == [name],
@@ -81,10 +90,10 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
 @clause("S4.3")
 @pytest.mark.parametrize("name", NAMES)
 def test_s4_3_marker_created_after_success(runner, name):
-    result = runner.run("apply", name)
+    result = runner.observe("apply", name)
     expect.exit_code(result, 0, "S4.3")
     expect.that(
-        runner.lab.marker(name).is_file(),
+        result.marked(name),
         "S4.3",
         "state/%s.done exists" % name,
         "markers: %s" % (result.markers() or "(none)"),
@@ -94,24 +103,23 @@ def test_s4_3_marker_created_after_success(runner, name):
 
 @clause("S4.3")
 def test_s4_3_no_marker_while_apply_sh_is_still_running(runner):
-    invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "2"}, expect_s=2)
-    invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started (applied.log written)", "S4.2")
-    early = runner.lab.marker("slow").exists()
-    result = invocation.finish()
+    seen = apply_in_progress(runner)
+    if not seen.applying:
+        expect.fail("S4.2", "apply.sh started (applied.log written)", seen.why_not_seen, seen.first)
     expect.that(
-        not early,
+        not seen.marker_early,
         "S4.3",
         "no marker while apply.sh has not yet exited",
-        "state/slow.done existed while apply.sh was still running",
-        result,
+        "state/first.done existed while apply.sh was still running",
+        seen.first,
     )
-    expect.exit_code(result, 0, "S4.3")
-    expect.that(runner.lab.marker("slow").is_file(), "S4.3", "the marker once apply.sh exited 0", "no marker", result)
+    expect.exit_code(seen.first, 0, "S4.3")
+    expect.that(seen.first.marked("first"), "S4.3", "the marker once apply.sh exited 0", "no marker", seen.first)
 
 
 @clause("S4.4")
 def test_s4_4_failure_exits_1(runner):
-    result = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
+    result = runner.observe("apply", "broken", env=FAILING)
     expect.exit_code(result, 1, "S4.4")
 
 
@@ -123,14 +131,14 @@ def test_s4_4_failure_exits_1_whatever_apply_sh_exited_with(runner):
 
 @clause("S4.4")
 def test_s4_4_failure_leaves_no_marker(runner):
-    result = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
+    result = runner.observe("apply", "broken", env=FAILING)
     expect.finished(result, "S4.4")
     expect.that(result.markers() == [], "S4.4", "no marker", "markers: %s" % result.markers(), result)
 
 
 @clause("S4.4")
 def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
-    failed = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
+    failed = runner.run("apply", "broken", env=FAILING)
     expect.exit_code(failed, 1, "S4.4")
     fixed = runner.run("apply", "broken")
     expect.exit_code(fixed, 0, "S4.4")
@@ -141,13 +149,13 @@ def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
         "applied.log: %s" % fixed.applied(),
         fixed,
     )
-    expect.that(runner.lab.marker("broken").is_file(), "S4.3", "marker after the successful retry", "no marker", fixed)
+    expect.that(fixed.marked("broken"), "S4.3", "marker after the successful retry", "no marker", fixed)
 
 
 @clause("S4.4")
 def test_s4_4_failure_does_not_touch_other_markers(runner):
     runner.put_marker("earlier")
-    result = runner.run("apply", "broken", env={"APPLY_FAIL": "1"})
+    result = runner.run("apply", "broken", env=FAILING)
     expect.exit_code(result, 1, "S4.4")
     expect.that(
         result.markers() == ["earlier.done"],

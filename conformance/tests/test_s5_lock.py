@@ -3,23 +3,41 @@
 import pytest
 
 from conformance import expect, timing
+from conformance.scenarios import apply_in_progress
 
 clause = pytest.mark.clause
 LOCKED = expect.LOCKED
+HOLDERS = pytest.mark.parametrize("shared", [False, True], ids=["exclusive-holder", "shared-holder"])
+
+
+def refused(runner, shared=False):
+    """`apply feature` while another process holds state/lock, observed once per kind of holder."""
+
+    def play():
+        runner.hold_lock(shared=shared)
+        return runner.run("apply", "feature")
+
+    return runner.scenario(("lock held", shared), play)
+
+
+def applying(runner):
+    """The apply in progress (see scenarios.py), once apply.sh was seen running."""
+    seen = apply_in_progress(runner)
+    if not seen.applying:
+        expect.fail("S4.2", "apply.sh started by the first runner", seen.why_not_seen, seen.first)
+    return seen
 
 
 @clause("S5.2")
-@pytest.mark.parametrize("shared", [False, True], ids=["exclusive-holder", "shared-holder"])
+@HOLDERS
 def test_s5_2_held_lock_exits_3(runner, shared):
-    runner.hold_lock(shared=shared)
-    expect.refused_by_lock(runner.run("apply", "feature"), shared)
+    expect.refused_by_lock(refused(runner, shared), shared)
 
 
 @clause("S5.2")
-@pytest.mark.parametrize("shared", [False, True], ids=["exclusive-holder", "shared-holder"])
+@HOLDERS
 def test_s5_2_held_lock_changes_nothing(runner, shared):
-    runner.hold_lock(shared=shared)
-    result = runner.run("apply", "feature")
+    result = refused(runner, shared)
     expect.finished(result, "S5.2")
     expect.that(result.applied() == [], "S5.2", "apply.sh not called", "applied.log: %s" % result.applied(), result)
     expect.that(result.markers() == [], "S5.2", "no marker", "markers: %s" % result.markers(), result)
@@ -27,35 +45,29 @@ def test_s5_2_held_lock_changes_nothing(runner, shared):
 
 @clause("S5.2")
 def test_s5_2_held_lock_message_is_not_on_stdout(runner):
-    runner.hold_lock()
-    result = runner.run("apply", "feature")
+    result = refused(runner)
     expect.finished(result, "S5.2")
     expect.that(LOCKED not in result.out, "S5.2", "the message on stderr only", "stdout %r" % result.out, result)
 
 
 @clause("S5.2")
-@pytest.mark.parametrize("names", [("first", "second"), ("same", "same")], ids=["other-name", "same-name"])
-def test_s5_2_second_runner_while_the_first_applies(runner, names):
-    first_name, second_name = names
-    first = runner.start("apply", first_name, env={"APPLY_DELAY": "3"}, expect_s=3)
-    first.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started by the first runner", "S4.2")
-    second = runner.run("apply", second_name)
-    done = first.finish()
-    expect.refused_by_lock(second, shared_holder=False)
-    expect.exit_code(done, 0, "S5.1")
+@pytest.mark.parametrize("second", ["other_name", "same_name"], ids=["other-name", "same-name"])
+def test_s5_2_second_runner_while_the_first_applies(runner, second):
+    seen = applying(runner)
+    expect.refused_by_lock(getattr(seen, second), shared_holder=False)
+    expect.exit_code(seen.first, 0, "S5.1")
     expect.that(
-        done.applied() == [first_name],
+        seen.first.applied() == ["first"],
         "S5.2",
         "apply.sh called by the first runner only",
-        "applied.log: %s" % done.applied(),
-        second,
+        "applied.log: %s" % seen.first.applied(),
+        getattr(seen, second),
     )
 
 
 @clause("S5.2")
 def test_s5_2_refusal_is_quick_not_a_wait(runner):
-    runner.hold_lock()
-    result = runner.run("apply", "feature")
+    result = refused(runner)
     expect.refused_by_lock(result, shared_holder=False)
     expect.took_between(result, 0, timing.OVERHEAD_S, "S5.2", "an immediate refusal (LOCK_NB), not a wait")
 
@@ -72,18 +84,15 @@ def test_s5_2_marker_present_and_lock_held(runner):
 
 @clause("S5.1")
 def test_s5_1_lock_held_while_apply_sh_runs(runner):
-    invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "2"}, expect_s=2)
-    invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started", "S4.2")
-    free = runner.lock_is_free()
-    result = invocation.finish()
+    seen = applying(runner)
     expect.that(
-        not free,
+        not seen.lock_free,
         "S5.1",
         "state/lock locked (LOCK_EX) while apply.sh runs",
         "another process could take LOCK_EX on state/lock meanwhile",
-        result,
+        seen.first,
     )
-    expect.exit_code(result, 0, "S5.1")
+    expect.exit_code(seen.first, 0, "S5.1")
 
 
 @clause("S5.1")

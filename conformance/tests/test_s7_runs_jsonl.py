@@ -6,8 +6,9 @@ from datetime import datetime, timezone
 import pytest
 
 from conformance import expect, timing
-from conformance.commands import FLAKY, HANG, exits, sh
+from conformance.commands import FLAKY, exits, sh
 from conformance.records import KEYS
+from conformance.scenarios import hang_retried, timed_out, within_timeout
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -168,14 +169,15 @@ def test_s7_2_duration_ms_is_an_int(runner, command):
 @clause("S7.2")
 @slow(2)
 def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
-    record, result = one_record(runner, "sleep", "1")
-    duration_is_about(result, record, 1000, "S7.2", "`sleep 1`")
+    result = within_timeout(runner)
+    records = expect.records(result, 1, "S7.2")
+    duration_is_about(result, records[0], 1000, "S7.2", "`sleep 1; echo finished`")
 
 
 @clause("S7.3")
 @slow(2)
 def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
-    result = runner.observe("run", "--timeout", "1", "--", HANG, expect_s=1)
+    result = timed_out(runner, "hang.sh").result
     expect.finished(result, "S7.3")
     records = expect.records(result, 1, "S7.3")
     expect.values_are(result, records, "rc", [124], "S7.3")
@@ -184,7 +186,7 @@ def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
 @clause("S7.3")
 @slow(2)
 def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
-    result = runner.observe("run", "--timeout", "1", "--", "sleep", "60", expect_s=1)
+    result = timed_out(runner, "sleep").result
     records = expect.records(result, 1, "S7.3")
     duration_is_about(result, records[0], 1000, "S7.3", "an attempt killed at 1s")
 
@@ -192,7 +194,7 @@ def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
 @clause("S7.3")
 @slow(3)
 def test_s7_3_every_timed_out_retry_is_recorded(runner):
-    result = runner.observe("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", HANG, expect_s=2)
+    result = hang_retried(runner)
     records = expect.records(result, 2, "S7.3")
     expect.values_are(result, records, "rc", [124, 124], "S7.3")
     expect.values_are(result, records, "attempt", [1, 2], "S7.2")

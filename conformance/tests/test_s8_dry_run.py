@@ -7,19 +7,28 @@ from conformance import expect
 clause = pytest.mark.clause
 
 
+def dry_run(runner, name="feature", marked=False):
+    """`apply --dry-run NAME`, with or without state/NAME.done, observed once for S8's checks."""
+
+    def play():
+        if marked:
+            runner.put_marker(name)
+        return runner.run("apply", "--dry-run", name)
+
+    return runner.scenario(("dry run", name, marked), play)
+
+
 @clause("S8.1")
 @pytest.mark.parametrize("marked", [False, True], ids=["without-marker", "with-marker"])
 def test_s8_1_apply_sh_is_not_called(runner, marked):
-    if marked:
-        runner.put_marker("feature")
-    result = runner.run("apply", "--dry-run", "feature")
+    result = dry_run(runner, marked=marked)
     expect.finished(result, "S8.1")
     expect.that(result.applied() == [], "S8.1", "apply.sh not called", "applied.log: %s" % result.applied(), result)
 
 
 @clause("S8.1")
 def test_s8_1_no_marker_is_created(runner):
-    result = runner.run("apply", "--dry-run", "feature")
+    result = dry_run(runner)
     expect.finished(result, "S8.1")
     expect.that(result.markers() == [], "S8.1", "no marker", "markers: %s" % result.markers(), result)
 
@@ -56,14 +65,14 @@ def test_s8_1_while_the_lock_is_held(runner):
 @clause("S8.2")
 @pytest.mark.parametrize("name", ["feature", "db-migration-42", "v2"])
 def test_s8_2_names_the_name_and_exits_0(runner, name):
-    result = runner.run("apply", "--dry-run", name)
+    result = dry_run(runner, name)
     expect.exit_code(result, 0, "S8.2")
     expect.stdout_has(result, name, "S8.2")
 
 
 @clause("S8.2")
 def test_s8_2_unapplied_name_is_not_called_applied(runner):
-    result = runner.run("apply", "--dry-run", "feature")
+    result = dry_run(runner)
     expect.exit_code(result, 0, "S8.2")
     expect.that(
         "already applied" not in result.out,
@@ -76,8 +85,7 @@ def test_s8_2_unapplied_name_is_not_called_applied(runner):
 
 @clause("S8.3")
 def test_s8_3_marked_name_is_already_applied(runner):
-    runner.put_marker("feature")
-    result = runner.run("apply", "--dry-run", "feature")
+    result = dry_run(runner, marked=True)
     expect.exit_code(result, 0, "S8.3")
     expect.stdout_has(result, "already applied", "S8.3")
 

@@ -1,0 +1,98 @@
+"""Scenarios that checks of more than one lab step judge, each played once per grading.
+
+See observations.py: the first check that asks plays the scenario in its own lab, and every
+check judges what was seen then. A scenario never fails a check itself: it records what
+happened (a process never seen is None), and each check says what that means for its clause.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from conformance.commands import HANG, counted, py, sh
+from conformance.result import Result
+
+# Commands that outlive a one-second timeout, each hard to kill in its own way.
+NEVER_ENDING = {
+    "hang.sh": [HANG],
+    "sleep": ["sleep", "60"],
+    "ignores-TERM": py("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"),
+    "background-child": sh("sleep 60 & sleep 60"),
+    "deep-tree": sh("sh -c 'sh -c \"sleep 60\"' & wait"),
+    "python-grandchildren": py(
+        "import subprocess, time; subprocess.Popen(['sleep', '60']); subprocess.Popen(['sleep', '61']); time.sleep(60)"
+    ),
+}
+# hang.sh's own child, which holds the runner's stdout pipe: S2.4 wants it killed too.
+HANG_SLEEP = ["sleep", "60"]
+
+
+@dataclass
+class TimedOut:
+    """`run --timeout 1 -- COMMAND` of a never-ending command, and when its processes started."""
+
+    result: Result
+    command: list
+    started: Optional[float]  # when the command started (timing.now()'s clock); None: never seen
+    grandchild_seen: bool  # hang.sh's sleep ran under the runner (True for other commands)
+    why_not_seen: str  # what the harness saw instead, when something was not seen
+
+
+def timed_out(runner, name: str) -> TimedOut:
+    """A timed-out run of NEVER_ENDING[name]: S2.1 to S2.4 and S7.3 judge it."""
+    command = NEVER_ENDING[name]
+
+    def play() -> TimedOut:
+        invocation = runner.start("run", "--timeout", "1", "--", *command, expect_s=1)
+        started = invocation.start_of(command)
+        grandchild = name != "hang.sh" or invocation.start_of(HANG_SLEEP) is not None
+        why_not = invocation.why_not_seen() if started is None or not grandchild else ""
+        return TimedOut(invocation.finish(), command, started, grandchild, why_not)
+
+    return runner.scenario(("timed out", name), play)
+
+
+def within_timeout(runner) -> Result:
+    """A one-second command under `--timeout 3`: S2.1 (not killed) and S7.2 (its duration) judge it."""
+    return runner.observe("run", "--timeout", "3", "--", *sh("sleep 1; echo finished"), expect_s=1)
+
+
+def hang_retried(runner) -> Result:
+    """hang.sh under `--timeout 1 --retries 1`, each call counted in work/calls: S3.3 and S7.3 judge it."""
+    command = counted(runner.lab.work / "calls", 'exec "%s"' % HANG)
+    return runner.observe(
+        "run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=2, scenario="hang-retried"
+    )
+
+
+@dataclass
+class ApplyInProgress:
+    """`apply first` with apply.sh taking 4s, and what the harness saw and did meanwhile."""
+
+    first: Result
+    applying: bool  # apply.sh was seen started (applied.log written) while the first runner ran
+    why_not_seen: str
+    lock_free: Optional[bool]  # could another process take LOCK_EX on state/lock meanwhile
+    marker_early: Optional[bool]  # state/first.done existed meanwhile
+    same_name: Optional[Result]  # `apply first` again, meanwhile
+    other_name: Optional[Result]  # `apply second`, meanwhile
+
+
+APPLY_SECONDS = 4  # room for two more runners to start and be refused while apply.sh runs
+
+
+def apply_in_progress(runner) -> ApplyInProgress:
+    """One apply that takes a while: S4.3 (no marker yet), S5.1 (lock held) and S5.2 judge it."""
+
+    def play() -> ApplyInProgress:
+        first = runner.start("apply", "first", env={"APPLY_DELAY": str(APPLY_SECONDS)}, expect_s=APPLY_SECONDS)
+        applying = bool(first.watch(lambda: runner.lab.applied_log.exists()))
+        why_not = "" if applying else first.why_not_seen()
+        lock_free = marker_early = same = other = None
+        if applying:
+            lock_free = runner.lock_is_free()
+            marker_early = runner.lab.marker("first").exists()
+            same = runner.run("apply", "first")
+            other = runner.run("apply", "second")
+        return ApplyInProgress(first.finish(), applying, why_not, lock_free, marker_early, same, other)
+
+    return runner.scenario("apply in progress", play)
