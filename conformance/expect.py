@@ -304,6 +304,85 @@ _LOCK_WORDS = {
 }
 
 
+def schedule_hint(waits: Sequence[float]) -> Optional[str]:
+    """The hint that backoff-1 waits measured as `waits` call for (1, 2, 4 s wanted), or None.
+
+    The shape of a wrong schedule says which mistake made it: no waits at all, the same wait
+    each time, a wait that grows by the backoff, or the right doubling one attempt off.
+    """
+    words = _in(_SCHEDULE_WORDS, LANG)
+    shown = ", ".join("%.1f" % wait for wait in waits)
+
+    def like(pattern: Sequence[float], whole: bool) -> bool:
+        """Do the waits follow `pattern` (all of it, when `whole`: it differs late)?"""
+        if not waits or (whole and len(waits) < len(pattern)):
+            return False
+        return all(abs(wait - want) <= _SCHEDULE_SLACK_S for wait, want in zip(waits, pattern))
+
+    if waits and all(wait < _SCHEDULE_SLACK_S for wait in waits):
+        return words["none"]
+    for pattern, whole, mistake in (
+        ((2, 4, 8), False, "one_late"),
+        ((0.5, 1, 2), False, "one_early"),
+        ((1, 2, 3), True, "linear"),
+        ((1, 1, 1), True, "constant"),
+    ):
+        if like(pattern, whole):
+            return words[mistake] % shown
+    return None
+
+
+def waited_after_the_last(result: Result, wanted_s: float, clause: str = "S3.2") -> None:
+    """The run took its waits and no more: a run that took longer waited after its last attempt."""
+    __tracebackhide__ = True
+    finished(result, clause)
+    low, high = wanted_s - timing.EARLY_S, wanted_s + timing.OVERHEAD_S
+    if not low <= result.duration_s <= high:
+        hint = _in(_SCHEDULE_WORDS, LANG)["after_last"] % result.duration_s if result.duration_s > high else None
+        fail(
+            clause,
+            "one wait of %ds, none after the last attempt: %.2fs to %.2fs" % (wanted_s, low, high),
+            "the runner took %.2fs" % result.duration_s,
+            result,
+            hint,
+        )
+
+
+# How far a measured wait may be from a mistake's before it is not taken for that mistake.
+_SCHEDULE_SLACK_S = 0.3
+
+_SCHEDULE_WORDS = {
+    "en": {
+        "none": "your runner retried at once: after a failed attempt, time.sleep(backoff * 2 ** (attempt - 1)) "
+        "before the next one (attempt counted from 1).",
+        "constant": "your runner waited the same time before every retry (%s s): the wait doubles each time, "
+        "backoff * 2 ** (attempt - 1), so 1, 2, 4 s with --backoff 1.",
+        "linear": "your waits grew by the backoff each time (%s s): multiply by 2 instead, backoff * 2 ** "
+        "(attempt - 1), so 1, 2, 4 s with --backoff 1.",
+        "one_late": "your waits were %s s: the first retry waits the backoff itself, so the exponent must be "
+        "attempt - 1 with attempt counted from 1 (backoff * 2 ** 0 = backoff).",
+        "one_early": "your waits were %s s: the first retry waits the whole backoff, so the exponent must be "
+        "attempt - 1 with attempt counted from 1, not from 0.",
+        "after_last": "your runner also waited after its last attempt (the run took %.2fs): sleep only when "
+        "another attempt follows (attempt <= retries).",
+    },
+    "ja": {
+        "none": "runner はすぐに再試行しました。失敗した試行のあと、次の試行の前に "
+        "time.sleep(backoff * 2 ** (attempt - 1)) してください(attempt は 1 から数えます)。",
+        "constant": "runner は毎回同じ時間だけ待ちました(%s 秒)。待ち時間は毎回 2 倍になります。"
+        "backoff * 2 ** (attempt - 1) なので、--backoff 1 では 1, 2, 4 秒です。",
+        "linear": "待ち時間が毎回 backoff ずつ増えました(%s 秒)。足すのではなく 2 倍にしてください。"
+        "backoff * 2 ** (attempt - 1) なので、--backoff 1 では 1, 2, 4 秒です。",
+        "one_late": "待ち時間は %s 秒でした。最初の再試行の前は backoff そのものを待つので、指数は attempt - 1"
+        "(attempt は 1 から数える)です(backoff * 2 ** 0 = backoff)。",
+        "one_early": "待ち時間は %s 秒でした。最初の再試行の前は backoff を丸ごと待つので、指数は attempt - 1"
+        "(attempt は 0 ではなく 1 から数える)です。",
+        "after_last": "runner は最後の試行のあとも待ちました(実行に %.2f 秒)。次の試行があるとき"
+        "(attempt <= retries)だけ待ってください。",
+    },
+}
+
+
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     __tracebackhide__ = True
     that(

@@ -180,7 +180,8 @@ def test_a_deeply_nested_line_fails_s7_1(tmp_path):
 
 def test_every_evidence_hint_is_said_in_both_languages():
     # A key missing from one language would fall back to English in the middle of a Japanese report.
-    for table in (expect._FIELD_WORDS, expect._LOCK_WORDS, expect._SURVIVOR_WORDS, expect._EVIDENCE_WORDS):
+    tables = (expect._FIELD_WORDS, expect._LOCK_WORDS, expect._SURVIVOR_WORDS, expect._EVIDENCE_WORDS)
+    for table in tables + (expect._SCHEDULE_WORDS,):
         assert set(table["en"]) == set(table["ja"]), sorted(set(table["en"]) ^ set(table["ja"]))
 
 
@@ -204,3 +205,25 @@ def test_a_runs_jsonl_hint_names_the_mistake_the_value_shows(line, key, says):
         record.field(key)
     assert says in expect.field_hint(problem.value, "en")
     assert expect.field_hint(problem.value, "ja")
+
+
+@pytest.mark.parametrize(
+    "waits,mistake",
+    [
+        ([0.01, 0.02, 0.01], "none"),
+        ([1.0, 1.02, 0.98], "constant"),
+        ([1.0, 2.01, 3.02], "linear"),
+        ([2.01, 4.0, 8.02], "one_late"),
+        ([2.02], "one_late"),
+        ([0.51, 1.0, 2.02], "one_early"),
+        ([1.0, 2.0, 6.5], None),  # wrong, but like no known mistake: the clause's own hint
+        ([1.7], None),
+    ],
+)
+def test_a_backoff_schedule_s_shape_names_the_mistake(waits, mistake):
+    hint = expect.schedule_hint(waits)
+    if mistake is None:
+        assert hint is None
+    else:
+        wanted = expect._SCHEDULE_WORDS["en"][mistake]
+        assert hint == (wanted if "%s" not in wanted else wanted % ", ".join("%.1f" % w for w in waits))

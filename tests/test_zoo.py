@@ -72,6 +72,11 @@ HINT_BY_EVIDENCE = [
     ("shared-lock", "S5.2", "held_lock_exits_3[shared-holder]", "held a shared lock"),
     ("lock-next-to-runner", "S5.2", "held_lock_exits_3[exclusive-holder]", "went ahead while"),
     ("locked-exits-1", "S5.2", "held_lock_exits_3[exclusive-holder]", "did refuse, but with exit code 1"),
+    # The backoff schedule: its shape says which formula made it.
+    ("backoff-constant", "S3.2", "waits_double_each_time_measured_by_the_command", "the same time before every retry"),
+    ("backoff-linear", "S3.2", "waits_double_each_time_measured_by_the_command", "grew by the backoff each time"),
+    ("backoff-two-to-the-attempt", "S3.2", "the_first_wait_is_the_backoff_itself", "waits the backoff itself"),
+    ("waits-after-the-last-attempt", "S3.2", "no_wait_after_the_last_attempt", "also waited after its last attempt"),
     # runs.jsonl: the value that is wrong says which mistake it was.
     ("ts-epoch-float", "S7.2", "ts_is_iso_8601_and_now", "ts is a number of seconds"),
     ("cmd-as-a-string", "S7.2", "cmd_is_the_argv_after_dashes[true]", "cmd is one string"),
