@@ -84,7 +84,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(id): the lab clause a conformance test checks")
-    config.addinivalue_line("markers", "slow(seconds): a check that needs about this long; it runs first")
+    config.addinivalue_line(
+        "markers",
+        "slow(seconds): a check that needs about this long; it runs first (for a shared scenario, "
+        "one of the checks that judge it carries its length)",
+    )
     expect.LANG = config.getoption("--lab-lang")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything
@@ -200,8 +204,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    # The longest tests first, so parallel workers do not end waiting on one slow straggler.
+    # The longest tests first, so parallel workers do not end waiting on one slow straggler; and
+    # dealt round-robin into one share per worker, because pytest-xdist's worksteal hands each
+    # worker a contiguous share at first: sorted alone, one worker would get every slow check.
     items.sort(key=lambda item: -_expected_seconds(item))
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    if workers > 1:
+        items[:] = [item for share in range(workers) for item in items[share::workers]]
 
 
 def _selected(clause: str, wanted: List[str]) -> bool:

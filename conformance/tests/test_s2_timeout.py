@@ -7,6 +7,8 @@ from conformance.commands import sh
 from conformance.scenarios import HANG_SLEEP, NEVER_ENDING, TimedOut, timed_out, within_timeout
 
 clause = pytest.mark.clause
+# One check of each shared scenario carries its length (see the plugin's ordering).
+slow = pytest.mark.slow
 
 
 def never_seen(watched: TimedOut, argv, clause_id: str) -> None:
@@ -29,6 +31,7 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
 
 
 @clause("S2.1")
+@slow(1)
 def test_s2_1_a_command_within_the_timeout_is_not_killed(runner):
     result = within_timeout(runner)
     expect.exit_code(result, 0, "S2.1")
@@ -65,6 +68,7 @@ def test_s2_2_timeout_line_is_not_on_stdout(runner):
 
 
 @clause("S2.3")
+@slow(1)
 @pytest.mark.parametrize("name", sorted(set(NEVER_ENDING) - {"python-grandchildren"}))
 def test_s2_3_timeout_exits_124(runner, name):
     expect.exit_code(timed_out(runner, name).result, 124, "S2.3")
@@ -103,6 +107,7 @@ def test_s2_4_hang_sh_grandchild_sleep_is_killed(runner):
 
 
 @clause("S2.4")
+@slow(1)
 def test_s2_4_python_child_with_grandchildren(runner):
     result = timed_out(runner, "python-grandchildren").result
     expect.exit_code(result, 124, "S2.3")

@@ -67,7 +67,6 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
 
 
 @clause("S3.2")
-@slow(8)
 def test_s3_2_waits_read_from_runs_jsonl(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
@@ -116,7 +115,6 @@ def test_s3_2_backoff_zero_retries_at_once(runner):
 
 
 @clause("S3.2")
-@slow(8)
 def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
@@ -152,7 +150,6 @@ def test_s3_3_a_timeout_then_a_success(runner):
 
 
 @clause("S3.3")
-@slow(3)
 def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
     result = hang_retried(runner)
     expect.exit_code(result, 124, "S3.3")
@@ -203,6 +200,7 @@ def test_s3_5_last_attempt_timed_out_gives_124(runner):
 
 
 @clause("S3.5")
+@slow(2)
 def test_s3_5_last_code_after_a_timeout(runner):
     seen = runner.lab.work / "seen"
     command = sh('if [ -e "%s" ]; then exit 9; fi; touch "%s"; exec sleep 30' % (seen, seen))

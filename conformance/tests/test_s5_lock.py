@@ -83,6 +83,7 @@ def test_s5_2_marker_present_and_lock_held(runner):
 
 
 @clause("S5.1")
+@pytest.mark.slow(4)
 def test_s5_1_lock_held_while_apply_sh_runs(runner):
     seen = applying(runner)
     expect.that(

@@ -167,7 +167,6 @@ def test_s7_2_duration_ms_is_an_int(runner, command):
 
 
 @clause("S7.2")
-@slow(2)
 def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
     result = within_timeout(runner)
     records = expect.records(result, 1, "S7.2")
@@ -175,7 +174,6 @@ def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
 
 
 @clause("S7.3")
-@slow(2)
 def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
     result = timed_out(runner, "hang.sh").result
     expect.finished(result, "S7.3")
@@ -184,7 +182,6 @@ def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
 
 
 @clause("S7.3")
-@slow(2)
 def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
     result = timed_out(runner, "sleep").result
     records = expect.records(result, 1, "S7.3")
@@ -192,7 +189,6 @@ def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
 
 
 @clause("S7.3")
-@slow(3)
 def test_s7_3_every_timed_out_retry_is_recorded(runner):
     result = hang_retried(runner)
     records = expect.records(result, 2, "S7.3")

@@ -1,0 +1,122 @@
+"""The learner's view, whole, against a committed snapshot in each language.
+
+Each failure below is made by the suite's own judgements (expect.*) from a fixed runner outcome,
+so the snapshot shows exactly what a learner reads: the step headings, the evidence, hints chosen
+from it, a failure shared by two checks shown once, and a harness error set apart. A change to
+any wording shows up here as a diff to review; after an intended change, regenerate with
+PYOPS_UPDATE_SNAPSHOTS=1 and commit the files.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conformance import expect, view
+from conformance.result import ProcessInfo, Result
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+HANG = "/opt/fixtures/pyops/bin/hang.sh"
+
+
+def outcome(args, rc, duration_s, stdout=b"", stderr=b"", survivors=(), runs=b"", applied=(), markers=()):
+    """A runner's outcome as the harness records it, with no lab behind it."""
+    files = {"runs": runs, "applied": list(applied), "markers": list(markers), "marker_files": list(markers)}
+    return Result(
+        args=list(args),
+        rc=rc,
+        hung_after_s=None,
+        duration_s=duration_s,
+        ended_at=1764633600.0 + duration_s,
+        ended=100.0 + duration_s,
+        stdout=stdout,
+        stderr=stderr,
+        survivors=list(survivors),
+        lab=None,  # type: ignore[arg-type]
+        lab_files=dict(files, work={}),
+    )
+
+
+def judged(test_id, judge):
+    """The report entry of a check whose judgement `judge()` fails."""
+    with pytest.raises(expect.ClauseFailure) as failure:
+        judge()
+    return {
+        "id": test_id,
+        "clause": failure.value.clause,
+        "outcome": "failed",
+        "message": str(failure.value),
+        "duration_s": 0.1,
+    }
+
+
+def passed(test_id, clause):
+    return {"id": test_id, "clause": clause, "outcome": "passed", "message": "", "duration_s": 0.1}
+
+
+def class_report():
+    left_behind = outcome(
+        ["run", "--timeout", "1", "--", HANG],
+        124,
+        1.04,
+        stdout=b"hang.sh: started, sleeping 60s\n",
+        stderr=b"timeout: killed after 1s\n",
+        survivors=[ProcessInfo(4242, ("sleep", "60"))],
+        runs=b'{"ts": "2026-12-02T00:00:00+00:00", "cmd": ["%s"], "attempt": 1, "rc": 124, "duration_ms": 1003}\n'
+        % HANG.encode(),
+    )
+    went_ahead = outcome(["apply", "feature"], 0, 0.08, stdout=b"apply.sh: applied feature\n", applied=["feature"])
+    constant = outcome(["run", "--retries", "3", "--backoff", "1", "--", "false"], 1, 3.1)
+    float_ts = outcome(
+        ["run", "--", "true"],
+        0,
+        0.05,
+        runs=b'{"ts": 1764633600.5, "cmd": ["true"], "attempt": 1, "rc": 0, "duration_ms": 3}\n',
+    )
+
+    def wrong_ts():
+        record = expect.records(float_ts, 1)[0]
+        expect.field(float_ts, record, "ts")
+
+    def constant_waits():
+        expect.fail(
+            "S3.2",
+            "retry 2 starts 2s after attempt 2 (backoff * 2**1)",
+            "it started 1.01s after",
+            constant,
+            expect.schedule_hint([1.0, 1.01, 1.0]),
+        )
+
+    return {
+        "profile": "core",
+        "tests": [
+            judged("test_s7_2_ts_is_iso_8601_and_now", wrong_ts),
+            passed("test_s1_3_true_and_false", "S1.3"),
+            judged("test_s5_2_held_lock_exits_3[exclusive-holder]", lambda: expect.refused_by_lock(went_ahead, False)),
+            judged(
+                "test_s2_4_nothing_of_the_command_survives[hang.sh]", lambda: expect.no_survivors(left_behind, "S2.4")
+            ),
+            # A second check that failed on the same call the same way: shown once, counted.
+            judged("test_s2_4_hang_sh_grandchild_sleep_is_killed", lambda: expect.no_survivors(left_behind, "S2.4")),
+            judged("test_s3_2_waits_double_each_time_measured_by_the_command", constant_waits),
+            {
+                "id": "test_s6_1_sigterm_reaches_the_command",
+                "clause": "S6.1",
+                "outcome": "error",
+                "message": "HarnessTimeout: waited 5.0s for the runner",
+                "duration_s": 5.0,
+            },
+        ],
+    }
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_learner_view_reads_as_its_snapshot(lang, monkeypatch):
+    monkeypatch.setattr(expect, "LANG", lang)
+    shown = "\n".join(view.render(class_report(), lang)) + "\n"
+    snapshot = SNAPSHOTS / ("learner_view.%s.txt" % lang)
+    if os.environ.get("PYOPS_UPDATE_SNAPSHOTS") == "1":
+        snapshot.parent.mkdir(exist_ok=True)
+        snapshot.write_text(shown, encoding="utf-8")
+    assert snapshot.is_file(), "no snapshot %s: run with PYOPS_UPDATE_SNAPSHOTS=1 and review it" % snapshot.name
+    assert shown == snapshot.read_text(encoding="utf-8")
