@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional, Set
 
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
 # A machine that grades both on the host and in containers needs two ranges: the host sees the
@@ -153,11 +153,15 @@ def leased_user() -> Iterator[RunnerUser]:
             if os.pread(fd, len(CLEAN), 0) != CLEAN:
                 sweep(user)
             os.ftruncate(fd, 0)
+            _swept_at_the_end.discard(uid)
             try:
                 yield user
             finally:
-                if sweep(user):  # before the lease ends: the next holder starts with nothing of ours
+                # Before the lease ends: the next holder starts with nothing of ours (the check's
+                # own last sweep may have shown that already: nothing runs as the uid after it).
+                if uid in _swept_at_the_end or sweep(user):
                     os.pwrite(fd, CLEAN, 0)
+                _swept_at_the_end.discard(uid)
             return
         finally:
             os.close(fd)
@@ -232,6 +236,16 @@ def file_access_as(user: RunnerUser) -> Iterator[None]:
 def sweep(user: RunnerUser, patience_s: float = 5.0) -> bool:
     """Kill every process of `user` (stopped ones too) and wait until none is left (True if so)."""
     return kill_until_gone(lambda: processes_of(user), patience_s)
+
+
+# uids whose check is over and whose last sweep left nothing: their lease need not sweep again.
+_swept_at_the_end: Set[int] = set()
+
+
+def sweep_at_the_end(user: RunnerUser) -> None:
+    """The last sweep of a check, after which nothing runs as `user` until its lease ends."""
+    if sweep(user):
+        _swept_at_the_end.add(user.uid)
 
 
 def kill_until_gone(find: Callable[[], List[int]], patience_s: float) -> bool:

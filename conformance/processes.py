@@ -22,7 +22,7 @@ import psutil
 
 from conformance import expect, identity, timing
 from conformance.commands import FLAKY_STATE
-from conformance.identity import RunnerUser, kill_until_gone, sweep
+from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import SUB_DIR, Lab
@@ -609,10 +609,10 @@ class Driver:
         for token in self._tokens:
             if token not in clean:
                 reap(token)
-        if self.lab.user is not None:
-            # Also what slipped past the tokens (a daemon that emptied its environment).
-            sweep(self.lab.user)
         for process in self._helpers:
             if process.poll() is None:
                 process.kill()
             process.wait()
+        if self.lab.user is not None:
+            # Also what slipped past the tokens (a daemon that emptied its environment).
+            sweep_at_the_end(self.lab.user)
