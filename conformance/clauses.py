@@ -4,6 +4,7 @@ The IDs and texts follow the lab's clause-by-clause rendering (S1.1 ... S8.3 for
 X1 ... X14 for the extended one). Tests name the clause they check; failure messages quote it.
 """
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Dict, List
 
@@ -389,3 +390,8 @@ def in_profile(clause_id: str, profile: str) -> bool:
 
 def steps_for(profile: str) -> List[str]:
     return STEPS if profile == EXTENDED else STEPS[:-1]
+
+
+def display_width(text: str) -> int:
+    """The columns `text` takes in a terminal: a wide (CJK) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)

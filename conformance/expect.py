@@ -6,11 +6,10 @@ tail of its output, the lab's files and any process it left behind.
 
 import json
 import re
-import unicodedata
 from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
 from conformance import timing
-from conformance.clauses import CLAUSES
+from conformance.clauses import CLAUSES, display_width
 from conformance.records import FieldProblem, Record
 from conformance.result import ProcessInfo, Result, tail
 
@@ -61,7 +60,7 @@ def hint_line(clause_id: str, lang: str, hint: Optional[str] = None) -> str:
 
 def labelled(label: str, text: str = "") -> str:
     """`  label:   text`, the texts of a message aligned however wide the label's characters are."""
-    width = sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in label + ":")
+    width = display_width(label + ":")
     return ("  %s%s %s" % (label + ":", " " * max(0, 9 - width), text)).rstrip()
 
 
@@ -162,10 +161,11 @@ def finished(result: Result, clause: str) -> None:
     """The runner ended by itself, before the harness's deadline."""
     __tracebackhide__ = True
     if result.rc is None:
+        words = _in(_JUDGEMENT_WORDS, LANG)
         fail(
             clause,
-            "the runner finishes by itself",
-            "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0),
+            words["finishes"],
+            words["killed"] % (result.hung_after_s or 0),
             result,
             _in(_HUNG_WORDS, LANG) % _named(result.survivors) if result.survivors else None,
         )
@@ -198,22 +198,25 @@ def _named(processes: Sequence[ProcessInfo], ignores: Optional[bool] = None) -> 
 def exit_code(result: Result, wanted: int, clause: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
-    that(result.rc == wanted, clause, "exit code %d" % wanted, "exit code %s" % result.rc, result)
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    that(result.rc == wanted, clause, words["exit_code"] % wanted, words["exit_code"] % result.rc, result)
 
 
 def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
-    wanted = " or ".join(str(code) for code in allowed)
-    that(result.rc in allowed, clause, "exit code %s" % wanted, "exit code %s" % result.rc, result)
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    wanted = words["or"].join(str(code) for code in allowed)
+    that(result.rc in allowed, clause, words["exit_code"] % wanted, words["exit_code"] % result.rc, result)
 
 
 def no_survivors(result: Result, clause: str) -> None:
     __tracebackhide__ = True
     if not result.survivors:
         return
-    actual = "%d process(es) still running after the runner exited" % len(result.survivors)
-    fail(clause, "no process of the command left running", actual, result, survivor_hint(result.survivors, LANG))
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    actual = words["still_running"] % len(result.survivors)
+    fail(clause, words["none_left"], actual, result, survivor_hint(result.survivors, LANG))
 
 
 def survivor_hint(survivors: Sequence[ProcessInfo], lang: str) -> str:
@@ -385,19 +388,26 @@ _SCHEDULE_WORDS = {
 
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     __tracebackhide__ = True
+    words = _in(_JUDGEMENT_WORDS, LANG)
     that(
-        result.stdout == wanted, clause, "stdout exactly %s" % _show(wanted), "stdout %s" % _show(result.stdout), result
+        result.stdout == wanted,
+        clause,
+        words["stdout_exactly"] % _show(wanted),
+        words["stdout"] % _show(result.stdout),
+        result,
     )
 
 
 def stdout_has(result: Result, text: str, clause: str) -> None:
     __tracebackhide__ = True
-    that(text in result.out, clause, "%r on stdout" % text, "stdout %s" % _show(result.stdout), result)
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    that(text in result.out, clause, words["on_stdout"] % text, words["stdout"] % _show(result.stdout), result)
 
 
 def stderr_has(result: Result, text: str, clause: str) -> None:
     __tracebackhide__ = True
-    that(text in result.err, clause, "%r on stderr" % text, "stderr %s" % _show(result.stderr), result)
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    that(text in result.err, clause, words["on_stderr"] % text, words["stderr"] % _show(result.stderr), result)
 
 
 def count_is(result: Result, what: str, found: int, wanted: int, clause: str) -> None:
@@ -415,11 +425,12 @@ def killed_after(result: Result, command_started: float, seconds: float, clause:
     __tracebackhide__ = True
     finished(result, clause)
     after = result.ended - command_started
+    words = _in(_JUDGEMENT_WORDS, LANG)
     that(
         result.duration_s >= seconds - timing.EARLY_S and after <= seconds + timing.REACTION_S,
         clause,
-        "the command killed %gs after it started (the runner done by %.2fs)" % (seconds, seconds + timing.REACTION_S),
-        "the runner ended %.2fs after its command started (%.2fs after the runner itself)" % (after, result.duration_s),
+        words["killed_after"] % (seconds, seconds + timing.REACTION_S),
+        words["ended_after"] % (after, result.duration_s),
         result,
     )
 
@@ -427,20 +438,74 @@ def killed_after(result: Result, command_started: float, seconds: float, clause:
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
+    words = _in(_JUDGEMENT_WORDS, LANG)
     that(
         low <= result.duration_s <= high,
         clause,
-        "%s: %.2fs to %.2fs" % (what, low, high),
-        "the runner took %.2fs" % result.duration_s,
+        words["between"] % (what, low, high),
+        words["took"] % result.duration_s,
         result,
     )
 
 
 def _show(data: bytes, limit: int = 120) -> str:
     if not data:
-        return "(empty)"
+        return _in(_JUDGEMENT_WORDS, LANG)["empty"]
     shown = repr(data[:limit])
     return shown + ("... (%d bytes in all)" % len(data) if len(data) > limit else "")
+
+
+# What the common judgements say, in the learner's language (a check's own words are its own).
+_JUDGEMENT_WORDS = {
+    "en": {
+        "finishes": "the runner finishes by itself",
+        "killed": "it was still running after %.1fs and was killed by the grader",
+        "exit_code": "exit code %s",
+        "or": " or ",
+        "none_left": "no process of the command left running",
+        "still_running": "%d process(es) still running after the runner exited",
+        "stdout_exactly": "stdout exactly %s",
+        "stdout": "stdout %s",
+        "stderr": "stderr %s",
+        "on_stdout": "%r on stdout",
+        "on_stderr": "%r on stderr",
+        "killed_after": "the command killed %gs after it started (the runner done by %.2fs)",
+        "ended_after": "the runner ended %.2fs after its command started (%.2fs after the runner itself)",
+        "between": "%s: %.2fs to %.2fs",
+        "took": "the runner took %.2fs",
+        "empty": "(empty)",
+        "one_object": "every line of runs.jsonl one JSON object",
+        "bad_lines": "%d bad line(s); line %d is %s: %s",
+        "newline": "every record ends with a newline",
+        "no_newline": "the last line has no newline",
+        "lines_in_runs": "%d line(s) in runs.jsonl",
+        "lines": "%d line(s)",
+    },
+    "ja": {
+        "finishes": "runner が自分で終了する",
+        "killed": "%.1f 秒後もまだ動いていたので、採点側が強制終了しました",
+        "exit_code": "終了コード %s",
+        "or": " または ",
+        "none_left": "コマンドのプロセスが 1 つも残らない",
+        "still_running": "runner の終了後も %d 個のプロセスが動いていました",
+        "stdout_exactly": "標準出力がちょうど %s",
+        "stdout": "標準出力 %s",
+        "stderr": "標準エラー %s",
+        "on_stdout": "標準出力に %r",
+        "on_stderr": "標準エラーに %r",
+        "killed_after": "コマンドが開始から %g 秒で止められる(runner は %.2f 秒までに終了)",
+        "ended_after": "runner はコマンドの開始から %.2f 秒後に終了しました(runner 自身の開始から %.2f 秒後)",
+        "between": "%s: %.2f 秒から %.2f 秒",
+        "took": "runner は %.2f 秒かかりました",
+        "empty": "(空)",
+        "one_object": "runs.jsonl の各行が 1 つの JSON オブジェクト",
+        "bad_lines": "不正な行が %d 行。%d 行目は %s: %s",
+        "newline": "各レコードが改行で終わる",
+        "no_newline": "最後の行に改行がありません",
+        "lines_in_runs": "runs.jsonl に %d 行",
+        "lines": "%d 行",
+    },
+}
 
 
 # ---------------------------------------------------------------- runs.jsonl
@@ -449,20 +514,21 @@ def _show(data: bytes, limit: int = 120) -> str:
 def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
     """Exactly `count` lines in runs.jsonl, each one JSON object; read their keys with `field`."""
     __tracebackhide__ = True
+    words = _in(_JUDGEMENT_WORDS, LANG)
     found = result.records()
     broken = [record for record in found if not record.ok]
     if broken:
         first = broken[0]
         fail(
             clause,
-            "every line of runs.jsonl one JSON object",
-            "%d bad line(s); line %d is %s: %s" % (len(broken), first.number, first.problem, first.shown()),
+            words["one_object"],
+            words["bad_lines"] % (len(broken), first.number, first.problem, first.shown()),
             result,
         )
     raw = result.runs_bytes()
     if raw and not raw.endswith(b"\n"):
-        fail(clause, "every record ends with a newline", "the last line has no newline", result)
-    that(len(found) == count, clause, "%d line(s) in runs.jsonl" % count, "%d line(s)" % len(found), result)
+        fail(clause, words["newline"], words["no_newline"], result)
+    that(len(found) == count, clause, words["lines_in_runs"] % count, words["lines"] % len(found), result)
     return found
 
 

@@ -4,9 +4,9 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
-from conformance.clauses import CLAUSES, steps_for
+from conformance.clauses import CLAUSES, display_width, steps_for
 
 STEP_TITLES = {
     "S1": "run a command, pass its output and exit code",
@@ -18,6 +18,29 @@ STEP_TITLES = {
     "S7": "one runs.jsonl line per attempt",
     "S8": "apply --dry-run",
     "X": "extended profile",
+}
+# The step table in the learner's language (a lab author's tools read the JSON, not this).
+_TABLE_WORDS: Dict[str, Dict[str, Any]] = {
+    "en": {
+        "head": ("step", "what", "passed", "verdict"),
+        "titles": STEP_TITLES,
+        "summary": "%d passed, %d failed, %d errors, %d skipped",
+    },
+    "ja": {
+        "head": ("step", "内容", "合格", "判定"),
+        "titles": {
+            "S1": "コマンドを実行し、出力と終了コードを伝える",
+            "S2": "--timeout でコマンド全体を止め、124 で終了",
+            "S3": "--retries と指数バックオフ",
+            "S4": "マーカーによる冪等な apply",
+            "S5": "state/lock の flock",
+            "S6": "SIGTERM を伝えて 143 で終了",
+            "S7": "試行ごとに runs.jsonl に 1 行",
+            "S8": "apply --dry-run",
+            "X": "拡張プロファイル",
+        },
+        "summary": "合格 %d、不合格 %d、エラー %d、スキップ %d",
+    },
 }
 OUTCOMES = ("passed", "failed", "error", "skipped")
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
@@ -94,19 +117,24 @@ def verdict(row: Mapping[str, int]) -> str:
     return "PASS" if row["passed"] == row["total"] else "FAIL"
 
 
-def step_table(tests: List[Dict], profile: str) -> List[str]:
-    lines = ["", "%-4s %-46s %9s  %s" % ("step", "what", "passed", "verdict")]
-    for step, row in steps(tests, profile).items():
+def step_table(tests: List[Dict], profile: str, lang: str = "en") -> List[str]:
+    words = _TABLE_WORDS.get(lang, _TABLE_WORDS["en"])
+    titles = [words["titles"].get(step, "") for step in steps_for(profile)]
+    # Padded by display width: a Japanese character takes two columns.
+    width = max([46] + [display_width(title) for title in titles])
+    head = words["head"]
+    lines = ["", "%-4s %s %9s  %s" % (head[0], _pad(head[1], width), head[2], head[3])]
+    for (step, row), title in zip(steps(tests, profile).items(), titles):
         lines.append(
-            "%-4s %-46s %9s  %s"
-            % (step, STEP_TITLES.get(step, ""), "%d/%d" % (row["passed"], row["total"]), verdict(row))
+            "%-4s %s %9s  %s" % (step, _pad(title, width), "%d/%d" % (row["passed"], row["total"]), verdict(row))
         )
     counts = summary(tests)
-    lines.append(
-        "%d passed, %d failed, %d errors, %d skipped"
-        % (counts["passed"], counts["failed"], counts["error"], counts["skipped"])
-    )
+    lines.append(words["summary"] % (counts["passed"], counts["failed"], counts["error"], counts["skipped"]))
     return lines
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - display_width(text))
 
 
 def build(info: Mapping, tests: List[Dict]) -> Dict:

@@ -103,7 +103,7 @@ def render(data: Mapping, lang: str) -> List[str]:
         lines += ["  [%s] %s" % (t.get("clause") or "-", t["message"]) for t in errors]
     if not failed and not errors:
         lines += ["", words["all_passed"]]
-    return lines + step_table(tests, data["profile"])
+    return lines + step_table(tests, data["profile"], lang)
 
 
 def _clause_order(clause: str) -> int:
