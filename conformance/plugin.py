@@ -8,6 +8,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -50,6 +51,30 @@ def base_interpreter() -> str:
         if os.access(str(candidate), os.X_OK):
             return str(candidate)
     return sys.executable
+
+
+def real_interpreter(python: str) -> str:
+    """The executable `python` runs as: a wrapper (pyenv's shim, a script that execs python) resolved.
+
+    Commands the checks start through the runner's interpreter are recognised by their argv in
+    /proc, which names the real executable, not the wrapper that exec'd it.
+    """
+    found = shutil.which(python)
+    if not found:
+        raise Refused("python interpreter not found: %s" % python)
+    try:
+        said = subprocess.run(
+            [found, "-c", "import sys; print(sys.executable)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+        ).stdout.decode("utf-8", "replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        said = ""
+    if not said or not os.access(said, os.X_OK):
+        raise Refused("not a Python interpreter: %s" % python)
+    return said
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,9 +153,7 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
     runner_file = Path(chosen)
     if not runner_file.is_file():
         raise Refused("runner file not found: %s" % runner_file)
-    python = python or base_interpreter()
-    if not shutil.which(python):
-        raise Refused("python interpreter not found: %s" % python)
+    python = real_interpreter(python or base_interpreter())
     plan, why_not = probe_namespace() if isolation != SHARED else (None, "shared mode was asked for")
     if isolation == NAMESPACE and plan is None:
         raise Refused("namespace isolation is not possible here: %s" % why_not)
@@ -142,7 +165,7 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
         raise Refused(str(error)) from None
     return {
         "runner": str(runner_file.resolve()),
-        "python": shutil.which(python),
+        "python": python,
         "isolation": NAMESPACE if plan is not None else SHARED,
         "why_not_namespace": why_not,
         "runner_user": user,

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from conformance import cli
+from conformance import cli, plugin
 from conformance.clauses import CLAUSES
 from tests.grading import REFERENCE, grade
 
@@ -28,6 +28,7 @@ def liar(tmp_path):
     [
         (["--runner", "/no/such/runner.py"], "runner file not found: /no/such/runner.py"),
         (["--python", "/no/such/python"], "python interpreter not found"),
+        (["--python", "/bin/true"], "not a Python interpreter: /bin/true"),
         (["--profile", "everything"], "invalid choice"),
         (["--clause", "S9.1"], "unknown clause"),
         (["-n", "-1"], "0 or more workers"),
@@ -227,3 +228,15 @@ def test_a_configuration_sets_the_profile_and_a_broken_one_is_refused_in_one_lin
     lab.write_text("[points]\nS1 = 'ten'\n")
     graded = grade(tmp_path, REFERENCE, "--config", str(lab))
     assert graded.rc == 2 and graded.stderr.count("\n") == 1 and "points.S1 = 'ten'" in graded.stderr
+
+
+def test_a_wrapper_interpreter_is_resolved_to_the_python_it_runs(tmp_path):
+    # pyenv's shims are scripts that exec the real python: the checks must see the real one in
+    # /proc, or a command started through the runner's interpreter would never be recognised.
+    real = plugin.base_interpreter()
+    wrapper = tmp_path / "python3"
+    wrapper.write_text('#!/bin/sh\nexec "%s" "$@"\n' % real)
+    wrapper.chmod(0o755)
+    graded = grade(tmp_path, REFERENCE, "--python", str(wrapper), "--clause", "S2.1", workers=2)
+    assert graded.rc == 0, graded.explain()
+    assert graded.report["python"] == os.path.realpath(real) or graded.report["python"] == real
