@@ -10,7 +10,7 @@ from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
 from conformance import timing
 from conformance.clauses import CLAUSES, display_width
-from conformance.records import FieldProblem, Record
+from conformance.records import MINIMUMS, FieldProblem, Record, json_text, json_type
 from conformance.result import ProcessInfo, Result, tail
 
 LANG = "en"  # set by the plugin from --lab-lang
@@ -92,7 +92,9 @@ def evidence(result: Result) -> List[str]:
     lines.append(labelled(words["markers"], ", ".join(result.markers()) or words["none"]))
     if result.survivors:
         lines.append(labelled(words["left running"]))
-        lines.extend("    - %s" % process for process in result.survivors)
+        for process in result.survivors:
+            shown = "pid %d: %s" % (process.pid, " ".join(process.argv) or "(no argv)")
+            lines.append("    - %s%s" % (shown, words["ignores_term"] if process.ignores_term else ""))
     lines.extend(labelled(words["note"], note) for note in result.notes)
     return lines
 
@@ -111,6 +113,7 @@ _EVIDENCE_WORDS = {
         "none": "(none)",
         "hung": "did not finish; killed after %.1fs",
         "ended_with": "exit code %s after %.2fs",
+        "ignores_term": " (ignores SIGTERM)",
     },
     "ja": {
         "command": "コマンド",
@@ -125,6 +128,7 @@ _EVIDENCE_WORDS = {
         "none": "(なし)",
         "hung": "終わらず、%.1f 秒後に採点側が強制終了",
         "ended_with": "終了コード %s(%.2f 秒後)",
+        "ignores_term": "(SIGTERM を無視)",
     },
 }
 
@@ -239,16 +243,16 @@ _SURVIVOR_WORDS = {
     "en": {
         "ignores": "%s ignores SIGTERM: once your command has exited, SIGKILL what is left of its process group "
         "(os.killpg(pgid, signal.SIGKILL), ignoring ProcessLookupError).",
-        "unsignalled": "%s got no signal at all (it does not ignore SIGTERM, so it would have ended): send the "
-        "signal to the command's whole process group (start_new_session=True, then os.killpg(proc.pid, ...)), "
-        "not only to the child; subprocess.run() cannot do that, use subprocess.Popen.",
+        "unsignalled": "%s got no signal at all (it does not ignore SIGTERM, so any signal would have ended it): "
+        "send the signal to the command's whole process group (start_new_session=True, then "
+        "os.killpg(proc.pid, ...)), not only to the child (subprocess.run() cannot: start it with subprocess.Popen).",
     },
     "ja": {
         "ignores": "%s は SIGTERM を無視します。コマンドが終了したら、そのプロセスグループに残ったものを SIGKILL "
         "してください(os.killpg(pgid, signal.SIGKILL)、ProcessLookupError は無視)。",
-        "unsignalled": "%s にはシグナルが届いていません(SIGTERM を無視しないので、届いていれば終了していました)。"
-        "子だけでなく、コマンドのプロセスグループ全体に送ってください(start_new_session=True で起動し "
-        "os.killpg(proc.pid, ...))。subprocess.run() ではできないので subprocess.Popen を使ってください。",
+        "unsignalled": "%s にはシグナルが届いていません(SIGTERM を無視しないので、どのシグナルでも届いていれば"
+        "終了していました)。子だけでなく、コマンドのプロセスグループ全体に送ってください(start_new_session=True "
+        "で起動し os.killpg(proc.pid, ...))。subprocess.run() ではできないので、subprocess.Popen で起動してください。",
     },
 }
 
@@ -277,6 +281,16 @@ def refused_by_lock(result: Result, shared_holder: bool, clause: str = "S5.2") -
 
 
 LOCKED = "another run in progress"
+
+
+def not_waiting_for_the_lock(result: Result, clause: str) -> None:
+    """The runner finished although another process held state/lock: it did not wait for it."""
+    __tracebackhide__ = True
+    if result.rc is None:
+        words = _in(_JUDGEMENT_WORDS, LANG)
+        actual = words["killed"] % (result.hung_after_s or 0)
+        fail(clause, words["finishes"], actual, result, _in(_LOCK_WORDS, LANG)["waited"])
+
 
 _LOCK_WORDS = {
     "en": {
@@ -307,8 +321,8 @@ _LOCK_WORDS = {
 }
 
 
-def schedule_hint(waits: Sequence[float]) -> Optional[str]:
-    """The hint that backoff-1 waits measured as `waits` call for (1, 2, 4 s wanted), or None.
+def schedule_hint(waits: Sequence[float], backoff: float = 1.0) -> Optional[str]:
+    """The hint that waits measured as `waits` call for (backoff, 2 x backoff, ... wanted), or None.
 
     The shape of a wrong schedule says which mistake made it: no waits at all, the same wait
     each time, a wait that grows by the backoff, or the right doubling one attempt off.
@@ -320,7 +334,7 @@ def schedule_hint(waits: Sequence[float]) -> Optional[str]:
         """Do the waits follow `pattern` (all of it, when `whole`: it differs late)?"""
         if not waits or (whole and len(waits) < len(pattern)):
             return False
-        return all(abs(wait - want) <= _SCHEDULE_SLACK_S for wait, want in zip(waits, pattern))
+        return all(abs(wait - want * backoff) <= _SCHEDULE_SLACK_S for wait, want in zip(waits, pattern))
 
     if waits and all(wait < _SCHEDULE_SLACK_S for wait in waits):
         return words["none"]
@@ -335,20 +349,31 @@ def schedule_hint(waits: Sequence[float]) -> Optional[str]:
     return None
 
 
-def waited_after_the_last(result: Result, wanted_s: float, clause: str = "S3.2") -> None:
-    """The run took its waits and no more: a run that took longer waited after its last attempt."""
+def waited_after_the_last(result: Result, backoff: float, started: Sequence[float], clause: str = "S3.2") -> None:
+    """`--retries 1 --backoff B` took its one wait of B and no more; `started`: when each attempt began.
+
+    A run that took longer either waited after its last attempt or waited too long before it;
+    the attempts' start times (on the clock of result.ended_at) tell which.
+    """
     __tracebackhide__ = True
     finished(result, clause)
-    low, high = wanted_s - timing.EARLY_S, wanted_s + timing.OVERHEAD_S
-    if not low <= result.duration_s <= high:
-        hint = _in(_SCHEDULE_WORDS, LANG)["after_last"] % result.duration_s if result.duration_s > high else None
-        fail(
-            clause,
-            "one wait of %ds, none after the last attempt: %.2fs to %.2fs" % (wanted_s, low, high),
-            "the runner took %.2fs" % result.duration_s,
-            result,
-            hint,
-        )
+    low, high = backoff - timing.EARLY_S, backoff + timing.OVERHEAD_S
+    if low <= result.duration_s <= high:
+        return
+    hint = None
+    if len(started) >= 2:
+        after_last = result.ended_at - started[-1]
+        if after_last > timing.OVERHEAD_S:
+            hint = _in(_SCHEDULE_WORDS, LANG)["after_last"] % after_last
+        else:
+            hint = schedule_hint([started[1] - started[0]], backoff)
+    fail(
+        clause,
+        _in(_SCHEDULE_WORDS, LANG)["one_wait"] % (backoff, low, high),
+        _in(_JUDGEMENT_WORDS, LANG)["took"] % result.duration_s,
+        result,
+        hint,
+    )
 
 
 # How far a measured wait may be from a mistake's before it is not taken for that mistake.
@@ -366,8 +391,9 @@ _SCHEDULE_WORDS = {
         "attempt - 1 with attempt counted from 1 (backoff * 2 ** 0 = backoff).",
         "one_early": "your waits were %s s: the first retry waits the whole backoff, so the exponent must be "
         "attempt - 1 with attempt counted from 1, not from 0.",
-        "after_last": "your runner also waited after its last attempt (the run took %.2fs): sleep only when "
-        "another attempt follows (attempt <= retries).",
+        "after_last": "your runner also waited after its last attempt (it ended %.2fs after that attempt "
+        "started): sleep only when another attempt follows (attempt <= retries).",
+        "one_wait": "one wait of %gs, none after the last attempt: %.2fs to %.2fs",
     },
     "ja": {
         "none": "runner はすぐに再試行しました。失敗した試行のあと、次の試行の前に "
@@ -380,8 +406,9 @@ _SCHEDULE_WORDS = {
         "(attempt は 1 から数える)です(backoff * 2 ** 0 = backoff)。",
         "one_early": "待ち時間は %s 秒でした。最初の再試行の前は backoff を丸ごと待つので、指数は attempt - 1"
         "(attempt は 0 ではなく 1 から数える)です。",
-        "after_last": "runner は最後の試行のあとも待ちました(実行に %.2f 秒)。次の試行があるとき"
-        "(attempt <= retries)だけ待ってください。",
+        "after_last": "runner は最後の試行のあとも待ちました(その試行の開始から %.2f 秒後に終了)。"
+        "次の試行があるとき(attempt <= retries)だけ待ってください。",
+        "one_wait": "待ちは %g 秒の 1 回だけで、最後の試行のあとは待たない: %.2f 秒から %.2f 秒",
     },
 }
 
@@ -538,8 +565,58 @@ def field(result: Result, record: Record, key: str, clause: str = "S7.2") -> Any
     try:
         return record.field(key)
     except FieldProblem as problem:
-        actual = "%s, in line %d: %s" % (problem.actual, record.number, record.shown())
-        fail(clause, problem.expected, actual, result, field_hint(problem, LANG))
+        expected, actual = field_words(problem, LANG)
+        actual = _in(_FIELD_TEXT, LANG)["in_line"] % (actual, record.number, record.shown())
+        fail(clause, expected, actual, result, field_hint(problem, LANG))
+
+
+def field_words(problem: FieldProblem, lang: str) -> "tuple[str, str]":
+    """The expected and actual value of a runs.jsonl field problem, in `lang`.
+
+    records.py words them in English; other languages are worded here, from what the problem
+    records (the key, the kind of problem and the value).
+    """
+    if lang == "en" or not problem.kind:
+        return problem.expected, problem.actual
+    words = _in(_FIELD_TEXT, lang)
+    key, value = problem.key, problem.value
+    if problem.kind == "missing":
+        return words["the_key"] % key, words["keys"] % (", ".join(value) or words["no_keys"])
+    if problem.kind == "format":
+        expected = words["ts_format"]
+    elif key == "ts":
+        expected = words["ts_type"]
+    elif key == "cmd":
+        expected = words["cmd_type"]
+    elif key in MINIMUMS:
+        expected = words["int_min"] % (key, MINIMUMS[key])
+    else:
+        expected = words["int"] % key
+    return expected, "%s %s (%s)" % (key, json_text(value), words["types"].get(json_type(value), json_type(value)))
+
+
+_FIELD_TEXT: Mapping[str, Mapping[str, Any]] = {
+    "en": {"in_line": "%s, in line %d: %s"},
+    "ja": {
+        "in_line": "%s(%d 行目: %s)",
+        "the_key": "キー %r",
+        "keys": "キー: %s",
+        "no_keys": "(なし)",
+        "ts_format": "ts が ISO 8601 形式(datetime.fromisoformat で読める)",
+        "ts_type": "ts が ISO 8601 の文字列",
+        "cmd_type": "cmd が文字列のリスト",
+        "int_min": "%s が %d 以上の整数",
+        "int": "%s が整数",
+        "types": {
+            "a boolean": "真偽値",
+            "an int": "整数",
+            "a float": "浮動小数点数",
+            "a string": "文字列",
+            "a list": "リスト",
+            "an object": "オブジェクト",
+        },
+    },
+}
 
 
 # What a learner may have called a key instead (a missing key's hint names the one they wrote).

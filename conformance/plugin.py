@@ -63,13 +63,17 @@ def real_interpreter(python: str) -> str:
     if not found:
         raise Refused("python interpreter not found: %s" % python)
     try:
-        said = subprocess.run(
-            [found, "-c", "import sys; print(sys.executable)"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=30,
-        ).stdout.decode("utf-8", "replace").strip()
+        said = (
+            subprocess.run(
+                [found, "-c", "import sys; print(sys.executable)"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                timeout=30,
+            )
+            .stdout.decode("utf-8", "replace")
+            .strip()
+        )
     except (OSError, subprocess.SubprocessError):
         said = ""
     if not said or not os.access(said, os.X_OK):

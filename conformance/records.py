@@ -82,23 +82,28 @@ def _int(key: str, value: Any) -> int:
     return value
 
 
+# The smallest value of each counting key (attempts count from 1).
+MINIMUMS = {"attempt": 1, "duration_ms": 0}
 _FIELDS: Dict[str, Callable[[str, Any], Any]] = {
     "ts": _ts,
     "cmd": _cmd,
-    "attempt": _counting(1),
+    "attempt": _counting(MINIMUMS["attempt"]),
     "rc": _int,
-    "duration_ms": _counting(0),
+    "duration_ms": _counting(MINIMUMS["duration_ms"]),
 }
 
 
 def _typed(value: Any) -> str:
+    return "%s (%s)" % (json_text(value), json_type(value))
+
+
+def json_text(value: Any) -> str:
+    """`value` as JSON, cut to 80 characters, for a message."""
     shown = json.dumps(value, ensure_ascii=False) if value is not None else "null"
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return "%s (%s)" % (shown, _json_type(value))
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if is_int(value):
@@ -169,7 +174,7 @@ def parse_line(number: int, line: bytes) -> Record:
     except ValueError as error:
         return Record(number, line, problem="not JSON (%s)" % error)
     if not isinstance(value, dict):
-        return Record(number, line, problem="%s, not a JSON object" % _json_type(value))
+        return Record(number, line, problem="%s, not a JSON object" % json_type(value))
     return Record(number, line, value=value)
 
 

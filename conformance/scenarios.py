@@ -73,11 +73,11 @@ class ApplyInProgress:
     why_not_seen: str
     lock_free: Optional[bool]  # could another process take LOCK_EX on state/lock meanwhile
     marker_early: Optional[bool]  # state/first.done existed meanwhile
-    same_name: Optional[Result]  # `apply first` again, meanwhile
+    same_name: Optional[Result]  # `apply first` again, meanwhile (started with other_name)
     other_name: Optional[Result]  # `apply second`, meanwhile
 
 
-APPLY_SECONDS = 4  # room for two more runners to start and be refused while apply.sh runs
+APPLY_SECONDS = 4  # room for two more runners to start and be refused while apply.sh runs, even loaded
 
 
 def apply_in_progress(runner) -> ApplyInProgress:
@@ -91,8 +91,10 @@ def apply_in_progress(runner) -> ApplyInProgress:
         if applying:
             lock_free = runner.lock_is_free()
             marker_early = runner.lab.marker("first").exists()
-            same = runner.run("apply", "first")
-            other = runner.run("apply", "second")
+            # Both at once, while the lock is surely held: one after the other, a runner that waits
+            # for the lock would make the next one start after the first had let go of it.
+            started = [runner.start("apply", name) for name in ("first", "second")]
+            same, other = [invocation.finish() for invocation in started]
         return ApplyInProgress(first.finish(), applying, why_not, lock_free, marker_early, same, other)
 
     return runner.scenario("apply in progress", play)

@@ -102,9 +102,9 @@ def test_s3_2_waits_read_from_runs_jsonl(runner):
 def test_s3_2_no_wait_after_the_last_attempt(runner):
     # One retry with backoff 2: 2s of waiting; a wait after the last attempt would add 4s more.
     # (Its own scenario: the only core check of a backoff other than 0 and 1.)
-    result = runner.run("run", "--retries", "1", "--backoff", "2", "--", "false", expect_s=2)
+    result = runner.run("run", "--retries", "1", "--backoff", "2", "--", *counted(counter(runner)), expect_s=2)
     expect.exit_code(result, 1, "S3.5")
-    expect.waited_after_the_last(result, 2)
+    expect.waited_after_the_last(result, 2, calls(counter(runner)))
 
 
 @clause("S3.2")

@@ -52,6 +52,7 @@ def test_s8_1_while_the_lock_is_held(runner):
     # Settled: the dry run may come before the lock (exit 0) or after it (exit 3).
     runner.hold_lock()
     result = runner.run("apply", "--dry-run", "feature")
+    expect.not_waiting_for_the_lock(result, "S8.1")
     expect.exit_code_in(result, (0, 3), "S8.1")
     expect.that(
         result.applied() == [] and result.markers() == [],
