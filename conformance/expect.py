@@ -5,6 +5,7 @@ tail of its output, the lab's files and any process it left behind.
 """
 
 import json
+import os
 import re
 from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
@@ -167,28 +168,71 @@ def finished(result: Result, clause: str) -> None:
     if result.rc is None:
         words = _in(_JUDGEMENT_WORDS, LANG)
         fail(
-            clause,
-            words["finishes"],
-            words["killed"] % (result.hung_after_s or 0),
-            result,
-            _in(_HUNG_WORDS, LANG) % _named(result.survivors) if result.survivors else None,
+            clause, words["finishes"], words["killed"] % (result.hung_after_s or 0), result, _hung_hint(result, clause)
         )
+
+
+def _hung_hint(result: Result, clause: str) -> Optional[str]:
+    """Why a runner that never finished was waiting, read from what it left running (None: unknown).
+
+    Its command itself still running, and not ignoring SIGTERM, was never signalled at all: the
+    timeout was never applied, or SIGTERM never passed on. Anything else it was waiting for
+    outlived a signal: a pipe held by a grandchild, or a process that ignores SIGTERM.
+    """
+    if not result.survivors:
+        return None
+    args = list(result.args)
+    command = args[args.index("--") + 1 :] if "--" in args else []
+    untouched = [p for p in result.survivors if not p.ignores_term and _runs_command(p.argv, command)]
+    if untouched and clause.startswith("S6"):
+        return _in(_HUNG_WORDS, LANG)["not_forwarded"] % _named(untouched)
+    if untouched and "--timeout" in args:
+        return _in(_HUNG_WORDS, LANG)["not_killed"] % _named(untouched)
+    return _in(_HUNG_WORDS, LANG)["waiting"] % _named(result.survivors)
+
+
+def _runs_command(argv: Sequence[str], command: Sequence[str]) -> bool:
+    """Is `argv` the command itself: the program by its name (a runner may resolve its path) and
+    the same arguments, or a script run through the interpreter its #! line names?"""
+    if not argv or not command:
+        return False
+    name, rest = os.path.basename(command[0]), list(command[1:])
+    return any(
+        len(shown) > 0 and os.path.basename(shown[0]) == name and list(shown[1:]) == rest
+        for shown in (list(argv), list(argv[1:]))
+    )
 
 
 # A runner that hangs while processes of its command are left (they outlived the runner's own
 # kill, in a session of their own) was waiting for them: for a pipe they hold, or for a process
 # that ignores SIGTERM.
 _HUNG_WORDS = {
-    "en": "your runner was still waiting while %s remained: it waits for more than the command's own process "
-    "(communicate(), or reading a pipe until every process holding it has closed it, or wait() on a process that "
-    "ignores SIGTERM). After a timeout, SIGKILL the whole group (os.killpg(pgid, signal.SIGKILL)) and then wait; "
-    "after forwarding SIGTERM, wait for the command's own process only (proc.wait()), and once it has exited "
-    "SIGKILL what is left of its group.",
-    "ja": "%s が残っている間、runner は待ち続けていました。コマンド自身のプロセス以上のものを待っています"
-    "(communicate()、パイプを持つ全プロセスが閉じるまでの読み取り、SIGTERM を無視するプロセスへの wait())。"
-    "タイムアウトのあとはグループ全体を SIGKILL してから待ってください(os.killpg(pgid, signal.SIGKILL))。"
-    "SIGTERM を伝えたあとはコマンド自身のプロセスだけを待ち(proc.wait())、それが終了したら"
-    "グループに残ったものを SIGKILL してください。",
+    "en": {
+        "waiting": "your runner was still waiting while %s remained: it waits for more than the command's own "
+        "process (communicate(), or reading a pipe until every process holding it has closed it, or wait() on a "
+        "process that ignores SIGTERM). After a timeout, SIGKILL the whole group (os.killpg(pgid, signal.SIGKILL)) "
+        "and then wait; after forwarding SIGTERM, wait for the command's own process only (proc.wait()), and once "
+        "it has exited SIGKILL what is left of its group.",
+        "not_killed": "your runner never stopped its command: %s was still running, never signalled. Wait with a "
+        "deadline (proc.wait(timeout=...) raises subprocess.TimeoutExpired), then kill the command's whole process "
+        "group (os.killpg(proc.pid, signal.SIGKILL)).",
+        "not_forwarded": "your runner never passed SIGTERM on: %s was still running, never signalled. In a "
+        "signal.signal(signal.SIGTERM, handler), send it to the command's process group "
+        "(os.killpg(proc.pid, signal.SIGTERM)), then keep waiting for the command.",
+    },
+    "ja": {
+        "waiting": "%s が残っている間、runner は待ち続けていました。コマンド自身のプロセス以上のものを待っています"
+        "(communicate()、パイプを持つ全プロセスが閉じるまでの読み取り、SIGTERM を無視するプロセスへの wait())。"
+        "タイムアウトのあとはグループ全体を SIGKILL してから待ってください(os.killpg(pgid, signal.SIGKILL))。"
+        "SIGTERM を伝えたあとはコマンド自身のプロセスだけを待ち(proc.wait())、それが終了したら"
+        "グループに残ったものを SIGKILL してください。",
+        "not_killed": "runner はコマンドを止めませんでした。%s はシグナルを受けずに動き続けていました。"
+        "期限つきで待ち(proc.wait(timeout=...) は subprocess.TimeoutExpired を送出します)、"
+        "コマンドのプロセスグループ全体を止めてください(os.killpg(proc.pid, signal.SIGKILL))。",
+        "not_forwarded": "runner は SIGTERM を伝えませんでした。%s はシグナルを受けずに動き続けていました。"
+        "signal.signal(signal.SIGTERM, handler) の中でコマンドのプロセスグループに送り"
+        "(os.killpg(proc.pid, signal.SIGTERM))、そのあともコマンドを待ち続けてください。",
+    },
 }
 
 
@@ -257,12 +301,14 @@ _SURVIVOR_WORDS = {
 }
 
 
-def refused_by_lock(result: Result, shared_holder: bool, clause: str = "S5.2") -> None:
+def refused_by_lock(
+    result: Result, shared_holder: bool, clause: str = "S5.2", others_applied: Sequence[str] = ()
+) -> None:
     """Exit 3 with the lab's message on stderr, while another process holds state/lock.
 
     The hint follows from what the runner did: it waited (a blocking flock), it went ahead (no
     exclusive flock on state/lock: a shared one passes a shared holder), or it refused with
-    another exit code.
+    another exit code. `others_applied`: lines of applied.log that other runs wrote.
     """
     __tracebackhide__ = True
     words = _in(_LOCK_WORDS, LANG)
@@ -272,7 +318,7 @@ def refused_by_lock(result: Result, shared_holder: bool, clause: str = "S5.2") -
     if result.rc != 3:
         if result.duration_s > timing.OVERHEAD_S:  # it got the lock once the holder let go
             hint = words["waited"]
-        elif result.applied() or result.rc == 0:
+        elif len(result.applied()) > len(others_applied) or result.rc == 0:
             hint = words["went_ahead_shared" if shared_holder else "went_ahead"]
         else:
             hint = words["other_code"] % result.rc

@@ -581,14 +581,14 @@ class Driver:
         )
         return self.helper([self.python, "-c", code], ready=ready)  # the runner's interpreter: its uid can run it
 
-    def lock_is_free(self) -> bool:
-        """Could another process take LOCK_EX | LOCK_NB on state/lock right now?"""
+    def lock_is_free(self, shared: bool = False) -> bool:
+        """Could another process take LOCK_EX | LOCK_NB (LOCK_SH, if `shared`) on state/lock right now?"""
         try:
             fd = os.open(str(self.lab.state / "lock"), os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             return True
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             return True
         except OSError:
             return False

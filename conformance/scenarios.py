@@ -72,6 +72,7 @@ class ApplyInProgress:
     applying: bool  # apply.sh was seen started (applied.log written) while the first runner ran
     why_not_seen: str
     lock_free: Optional[bool]  # could another process take LOCK_EX on state/lock meanwhile
+    shared_only: Optional[bool]  # it could take LOCK_SH: the first runner's lock is a shared one
     marker_early: Optional[bool]  # state/first.done existed meanwhile
     same_name: Optional[Result]  # `apply first` again, meanwhile (started with other_name)
     other_name: Optional[Result]  # `apply second`, meanwhile
@@ -87,14 +88,15 @@ def apply_in_progress(runner) -> ApplyInProgress:
         first = runner.start("apply", "first", env={"APPLY_DELAY": str(APPLY_SECONDS)}, expect_s=APPLY_SECONDS)
         applying = bool(first.watch(lambda: runner.lab.applied_log.exists()))
         why_not = "" if applying else first.why_not_seen()
-        lock_free = marker_early = same = other = None
+        lock_free = shared_only = marker_early = same = other = None
         if applying:
             lock_free = runner.lock_is_free()
+            shared_only = not lock_free and runner.lock_is_free(shared=True)
             marker_early = runner.lab.marker("first").exists()
             # Both at once, while the lock is surely held: one after the other, a runner that waits
             # for the lock would make the next one start after the first had let go of it.
             started = [runner.start("apply", name) for name in ("first", "second")]
             same, other = [invocation.finish() for invocation in started]
-        return ApplyInProgress(first.finish(), applying, why_not, lock_free, marker_early, same, other)
+        return ApplyInProgress(first.finish(), applying, why_not, lock_free, shared_only, marker_early, same, other)
 
     return runner.scenario("apply in progress", play)

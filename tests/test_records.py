@@ -181,7 +181,7 @@ def test_a_deeply_nested_line_fails_s7_1(tmp_path):
 def test_every_evidence_hint_is_said_in_both_languages():
     # A key missing from one language would fall back to English in the middle of a Japanese report.
     tables = (expect._FIELD_WORDS, expect._LOCK_WORDS, expect._SURVIVOR_WORDS, expect._EVIDENCE_WORDS)
-    for table in tables + (expect._SCHEDULE_WORDS,):
+    for table in tables + (expect._SCHEDULE_WORDS, expect._HUNG_WORDS, expect._JUDGEMENT_WORDS):
         assert set(table["en"]) == set(table["ja"]), sorted(set(table["en"]) ^ set(table["ja"]))
 
 

@@ -67,11 +67,17 @@ HINT_BY_EVIDENCE = [
     ("no-cleanup-after-sigterm", "S6.4", "a_grandchild_that_ignores_term_is_killed_too", "ignores SIGTERM:"),
     # It SIGTERMs the group at the timeout and then waits for a command that ignores TERM: it hangs.
     ("timeout-sends-sigterm", "S2.4", "survives[ignores-TERM]", "was still waiting while"),
-    # The lock: waited for it, went ahead past a shared holder, went ahead past any, refused with 1.
+    # A command never signalled at all: the timeout was never applied, SIGTERM never passed on.
+    ("timeout-never-used", "S2.1", "killed_once_the_timeout_passes[sleep]", "never stopped its command"),
+    ("sigterm-not-forwarded", "S6.1", "test_s6_1_sigterm_reaches_the_command", "never passed SIGTERM on"),
+    # The lock: waited for it, went ahead past a shared holder, went ahead past any, refused with 1
+    # (held by another process, or by the runner's own first run while it applies).
     ("blocking-lock", "S5.2", "held_lock_exits_3[exclusive-holder]", "waited for the lock"),
     ("shared-lock", "S5.2", "held_lock_exits_3[shared-holder]", "held a shared lock"),
     ("lock-next-to-runner", "S5.2", "held_lock_exits_3[exclusive-holder]", "went ahead while"),
     ("locked-exits-1", "S5.2", "held_lock_exits_3[exclusive-holder]", "did refuse, but with exit code 1"),
+    ("shared-lock", "S5.2", "second_runner_while_the_first_applies[other-name]", "held a shared lock"),
+    ("locked-exits-1", "S5.2", "second_runner_while_the_first_applies[other-name]", "did refuse, but with exit code 1"),
     # The backoff schedule: its shape says which formula made it.
     ("backoff-constant", "S3.2", "waits_double_each_time_measured_by_the_command", "the same time before every retry"),
     ("backoff-linear", "S3.2", "waits_double_each_time_measured_by_the_command", "grew by the backoff each time"),
