@@ -286,11 +286,24 @@ class Invocation:
         after APPEAR_S all the same.
         """
         self.wait_settled()
-        try:
-            os.kill(self.pid, signum)
-        except ProcessLookupError:
-            pass  # it has ended meanwhile: the test's checks will say what that means
+        if self._still_the_runner():
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass  # it has ended meanwhile: the test's checks will say what that means
         return timing.now()
+
+    def _still_the_runner(self) -> bool:
+        """Is self.pid still the runner (its stand-in's child), not a process that took its pid?
+
+        Once the stand-in has reaped a runner that ended, the pid is free for any new process.
+        """
+        try:
+            with open("/proc/%d/stat" % self.pid, "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+        return parent == self.process.pid
 
     def wait_settled(self) -> None:
         """Return once every thread of the runner has been asleep for SETTLE_S (or after APPEAR_S)."""

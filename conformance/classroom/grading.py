@@ -114,11 +114,9 @@ def grade(
 def _wait(process: "subprocess.Popen[bytes]", deadline: float, cancel: Optional[threading.Event]) -> str:
     """Wait for the grading; at the deadline or on `cancel`, stop its whole process group."""
     while True:
-        try:
-            process.wait(timeout=0.2)
+        if _exited_unreaped(process, 0.2):
+            process.wait()
             return GRADED
-        except subprocess.TimeoutExpired:
-            pass
         if cancel is not None and cancel.is_set():
             outcome = CANCELLED
         elif time.monotonic() >= deadline:
@@ -131,13 +129,28 @@ def _wait(process: "subprocess.Popen[bytes]", deadline: float, cancel: Optional[
 
 def _stop(process: "subprocess.Popen[bytes]") -> None:
     # SIGTERM first: the suite then ends its session as on Ctrl-C (lab put back, runners reaped).
+    if process.returncode is not None:
+        return  # reaped already: its pid, and so its group id, may belong to another process now
     _signal_group(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
+    _exited_unreaped(process, STOP_GRACE_S)
+    # Not reaped yet, so the group id is still this grading's (a zombie keeps it): the SIGKILL
+    # reaches what is left of its group and nothing else.
     _signal_group(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _exited_unreaped(process: "subprocess.Popen[bytes]", timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for `process` to exit, leaving it unreaped (True if it exited)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _signal_group(pgid: int, signum: int) -> None:
