@@ -5,6 +5,7 @@ Loaded through the `pytest11` entry point, so the suite also runs as plain
 """
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -53,6 +54,7 @@ def base_interpreter() -> str:
     return sys.executable
 
 
+@functools.lru_cache(maxsize=None)  # the CLI decides before pytest starts, then the plugin again
 def real_interpreter(python: str) -> str:
     """The executable `python` runs as: a wrapper (pyenv's shim, a script that execs python) resolved.
 

@@ -263,6 +263,9 @@ class Invocation:
                 start_new_session=True,
                 pass_fds=(pid_w,),
             )
+        except BaseException:
+            os.close(pid_r)
+            raise
         finally:
             os.close(pid_w)
         # The runner is the stand-in's only child; signals for "the runner" must reach it, never
