@@ -54,11 +54,20 @@ class Canary:
         if result is None:
             return
         argv, clause = BASIC_CALLS[action]
-        what = "never finished" if result.rc is None else "exited %s" % result.rc
+        if result.rc is None:
+            what = expect.say("never finished", "終わりませんでした")
+        else:
+            what = expect.say("exited %s", "終了コード %s で終わりました") % result.rc
         expect.fail(
             clause,
-            "`runner.py %s` exits 0 (within %.0fs)" % (" ".join(argv), timing.HANG_MARGIN_S),
-            "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
-            "make the basic call work first" % (clause, what, action),
+            expect.say("`runner.py %s` exits 0 (within %.0fs)", "`runner.py %s` が 0 で終了する(%.0f 秒以内に)")
+            % (" ".join(argv), timing.HANG_MARGIN_S),
+            expect.say(
+                "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
+                "make the basic call work first",
+                "blocked by %s: その基本の呼び出しが%s。このチェック(これも `%s` の呼び出し)は"
+                "実行していません。まず基本の呼び出しを動くようにしてください",
+            )
+            % (clause, what, action),
             result,
         )

@@ -217,7 +217,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     learner = options.view == "learner"
     if learner:
-        print("\n".join(view.header(dict(options.decided, profile=options.profile))), flush=True)
+        print("\n".join(view.header(dict(options.decided, profile=options.profile), options.lang)), flush=True)
     with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
         rounds: List[Dict] = []
         for number in range(1, options.repeat + 1):

@@ -11,7 +11,7 @@ from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
 from conformance import timing
 from conformance.clauses import CLAUSES, display_width
-from conformance.records import MINIMUMS, FieldProblem, Record, json_text, json_type
+from conformance.records import LINE_PROBLEMS, MINIMUMS, FieldProblem, Record, json_text, json_type
 from conformance.result import ProcessInfo, Result, tail
 
 LANG = "en"  # set by the plugin from --lab-lang
@@ -26,6 +26,15 @@ _LABELS = {
 def _in(table: Mapping[str, T], lang: str) -> T:
     """The entry of `table` in language `lang`, English when it has none."""
     return table.get(lang, table["en"])
+
+
+def say(en: str, ja: str) -> str:
+    """A check's own words (what it expected, what it saw) in the learner's language.
+
+    Format after choosing: `say("%d line(s)", "%d 行") % count`. Both texts take the same
+    placeholders in the same order (the project's tests hold every call to that).
+    """
+    return ja if LANG == "ja" else en
 
 
 class ClauseFailure(AssertionError):
@@ -311,10 +320,9 @@ def refused_by_lock(
     another exit code. `others_applied`: lines of applied.log that other runs wrote.
     """
     __tracebackhide__ = True
-    words = _in(_LOCK_WORDS, LANG)
+    words, judgement = _in(_LOCK_WORDS, LANG), _in(_JUDGEMENT_WORDS, LANG)
     if result.rc is None:
-        actual = "it was still running after %.1fs and was killed by the grader" % (result.hung_after_s or 0)
-        fail(clause, "exit code 3 at once", actual, result, words["waited"])
+        fail(clause, words["at_once"], judgement["killed"] % (result.hung_after_s or 0), result, words["waited"])
     if result.rc != 3:
         if result.duration_s > timing.OVERHEAD_S:  # it got the lock once the holder let go
             hint = words["waited"]
@@ -322,7 +330,7 @@ def refused_by_lock(
             hint = words["went_ahead_shared" if shared_holder else "went_ahead"]
         else:
             hint = words["other_code"] % result.rc
-        fail(clause, "exit code 3", "exit code %s" % result.rc, result, hint)
+        fail(clause, judgement["exit_code"] % 3, judgement["exit_code"] % result.rc, result, hint)
     stderr_has(result, LOCKED, clause)
 
 
@@ -340,6 +348,7 @@ def not_waiting_for_the_lock(result: Result, clause: str) -> None:
 
 _LOCK_WORDS = {
     "en": {
+        "at_once": "exit code 3 at once",
         "waited": "your runner waited for the lock: fcntl.flock() without LOCK_NB blocks until the holder lets go. "
         "Use fcntl.LOCK_EX | fcntl.LOCK_NB, and when it raises BlockingIOError print `another run in progress` "
         "to stderr and exit 3.",
@@ -352,6 +361,7 @@ _LOCK_WORDS = {
         "other_code": "your runner did refuse, but with exit code %s: the lab reserves 3 for `the lock is taken`.",
     },
     "ja": {
+        "at_once": "すぐに終了コード 3 で終了する",
         "waited": "runner はロックが空くのを待っていました。LOCK_NB のない fcntl.flock() は保持者が離すまで"
         "ブロックします。fcntl.LOCK_EX | fcntl.LOCK_NB を使い、BlockingIOError が出たら "
         "`another run in progress` を標準エラー出力に書いて 3 で終了してください。",
@@ -595,7 +605,7 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
         fail(
             clause,
             words["one_object"],
-            words["bad_lines"] % (len(broken), first.number, first.problem, first.shown()),
+            words["bad_lines"] % (len(broken), first.number, line_problem(first, LANG), first.shown()),
             result,
         )
     raw = result.runs_bytes()
@@ -626,6 +636,8 @@ def field_words(problem: FieldProblem, lang: str) -> "tuple[str, str]":
         return problem.expected, problem.actual
     words = _in(_FIELD_TEXT, lang)
     key, value = problem.key, problem.value
+    if problem.kind == "line":
+        return words["an_object"], line_problem(value, lang)
     if problem.kind == "missing":
         return words["the_key"] % key, words["keys"] % (", ".join(value) or words["no_keys"])
     if problem.kind == "format":
@@ -641,10 +653,59 @@ def field_words(problem: FieldProblem, lang: str) -> "tuple[str, str]":
     return expected, "%s %s (%s)" % (key, json_text(value), words["types"].get(json_type(value), json_type(value)))
 
 
+def line_problem(record: Record, lang: str) -> str:
+    """What keeps `record` from being a JSON object, in `lang`."""
+    words, kind = _in(_LINE_PROBLEM_WORDS, lang), record.problem_kind
+    if kind is None or kind not in words:
+        return record.problem or ""
+    values = record.problem_values
+    if kind == "not_object":
+        values = (_in(_FIELD_TEXT, lang)["types"].get(values[0], values[0]),)
+    elif kind == "not_json":
+        values = (_in(_JSON_ERRORS, lang).get(values[0], values[0]),) + tuple(values[1:])
+    return words[kind] % values
+
+
+# What Python's json module says of text that is not JSON (its messages are English only).
+_JSON_ERRORS: Mapping[str, Mapping[str, str]] = {
+    "en": {},
+    "ja": {
+        "Expecting value": "値がありません",
+        "Extra data": "1 つの値のあとに余分なデータがあります",
+        "Expecting property name enclosed in double quotes": "二重引用符で囲んだキーがありません",
+        "Expecting ',' delimiter": "',' がありません",
+        "Expecting ':' delimiter": "':' がありません",
+        "Unterminated string starting at": "文字列が閉じていません",
+        "Invalid control character at": "文字列の中に制御文字があります",
+        "Invalid \\escape": "不正なエスケープがあります",
+        "Invalid \\uXXXX escape": "不正な \\uXXXX エスケープがあります",
+    },
+}
+
+
+_LINE_PROBLEM_WORDS: Mapping[str, Mapping[str, str]] = {
+    "en": LINE_PROBLEMS,
+    "ja": {
+        "blank": "空行",
+        "bom": "バイトオーダーマークで始まっています(BOM なしの UTF-8 で書いてください)",
+        "too_long": "%d バイトの行で、どのレコードよりも長い",
+        "not_utf8": "UTF-8 ではない",
+        "too_deep": "レコードにしては入れ子が深すぎる",
+        "not_json": "JSON ではない(%s。%d 文字目)",
+        "not_object": "%sで、JSON オブジェクトではない",
+        "twice": "キー %r が 2 回現れる",
+        "constant": "%s は JSON ではない(json.dumps(..., allow_nan=False) はこれを拒否します)",
+        "digits": "%d 桁の数",
+        "out_of_range": "数 %s は範囲外",
+    },
+}
+
+
 _FIELD_TEXT: Mapping[str, Mapping[str, Any]] = {
     "en": {"in_line": "%s, in line %d: %s"},
     "ja": {
         "in_line": "%s(%d 行目: %s)",
+        "an_object": "JSON オブジェクト",
         "the_key": "キー %r",
         "keys": "キー: %s",
         "no_keys": "(なし)",

@@ -334,7 +334,9 @@ class Invocation:
         def match():
             return next((process for process in self.descendants() if runs_as(process, argv)), None)
 
-        return self.wait_until(match, "`%s` running under the runner" % " ".join(argv), clause)
+        return self.wait_until(
+            match, expect.say("`%s` running under the runner", "runner の下で `%s` が動く") % " ".join(argv), clause
+        )
 
     def command_started(self, argv: Sequence[str], clause: str) -> float:
         """When the runner's process running `argv` started, on timing.now()'s clock.
@@ -362,11 +364,15 @@ class Invocation:
             return value
         why_not = self.why_not_seen()
         result = self.finish()
-        expect.fail(clause, "%s within %.0fs" % (what, timing.APPEAR_S), why_not, result)
+        expect.fail(
+            clause, expect.say("%s within %.0fs", "%s(%.0f 秒以内に)") % (what, timing.APPEAR_S), why_not, result
+        )
 
     def why_not_seen(self) -> str:
         """Why watch() saw nothing, said right after it (for a check's `actual`)."""
-        return "the runner ended first" if not self.running() else "it did not happen"
+        if not self.running():
+            return expect.say("the runner ended first", "その前に runner が終了しました")
+        return expect.say("it did not happen", "そうなりませんでした")
 
     def watch(self, predicate: Callable[[], object]) -> object:
         """What `predicate` returns once it holds while the runner runs, or None if it never does.
@@ -410,12 +416,20 @@ class Invocation:
         stdout, stdout_cut = _read_capped(self._stdout)
         stderr, stderr_cut = _read_capped(self._stderr)
         notes = [
-            "%s was cut at %d MiB" % (name, OUTPUT_CAP >> 20)
-            for name, cut in (("stdout", stdout_cut), ("stderr", stderr_cut))
+            note % (OUTPUT_CAP >> 20)
+            for note, cut in (
+                (expect.say("stdout was cut at %d MiB", "標準出力は %d MiB で切りました"), stdout_cut),
+                (expect.say("stderr was cut at %d MiB", "標準エラーは %d MiB で切りました"), stderr_cut),
+            )
             if cut
         ]
         if rc == -signal.SIGKILL and not hung:
-            notes.append("the runner's parent process was killed (by the runner itself?)")
+            notes.append(
+                expect.say(
+                    "the runner's parent process was killed (by the runner itself?)",
+                    "runner の親プロセスが強制終了されました(runner 自身によって?)",
+                )
+            )
         for handle in (self._stdout, self._stderr):
             handle.close()
         return Result(

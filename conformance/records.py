@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 # A record is a few hundred bytes; a longer line is refused unread (parsing a megabyte of digits
 # or brackets costs seconds and recursion, and proves nothing more).
@@ -25,7 +25,7 @@ KEYS = ("ts", "cmd", "attempt", "rc", "duration_ms")
 class FieldProblem(Exception):
     """A key of a record is missing or has the wrong type: `expected` and `actual`, for a message.
 
-    `key` and `kind` (missing, type, format, minimum) say what exactly, and `value` what was
+    `key` and `kind` (missing, type, format, minimum; line: no object at all) say what exactly, and `value` what was
     there (the record's keys, when the key was missing): a hint can then name the mistake.
     """
 
@@ -127,6 +127,9 @@ class Record:
     line: bytes
     value: Optional[Dict[str, Any]] = None
     problem: Optional[str] = None
+    # The problem as data, for other languages: a key of LINE_PROBLEMS and what fills it in.
+    problem_kind: Optional[str] = None
+    problem_values: Tuple[Any, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -135,7 +138,7 @@ class Record:
     def field(self, key: str) -> Any:
         """The value of `key` with the type S7.2 gives it; FieldProblem if missing or mistyped."""
         if self.value is None:
-            raise FieldProblem("a JSON object", self.problem or "no object")
+            raise FieldProblem("a JSON object", self.problem or "no object", kind="line", value=self)
         if key not in self.value:
             shown = "keys: %s" % (", ".join(sorted(self.value)) or "(none)")
             raise FieldProblem("the key %r" % key, shown, key, "missing", sorted(self.value))
@@ -156,7 +159,7 @@ def parse(data: bytes) -> List[Record]:
 def parse_line(number: int, line: bytes) -> Record:
     problem = _line_problem(line)
     if problem:
-        return Record(number, line, problem=problem)
+        return _broken(number, line, *problem)
     try:
         value = json.loads(
             line.decode("utf-8"),
@@ -166,25 +169,46 @@ def parse_line(number: int, line: bytes) -> Record:
             parse_float=_finite_float,
         )
     except UnicodeDecodeError:
-        return Record(number, line, problem="not UTF-8")
+        return _broken(number, line, "not_utf8")
     except _Refused as refused:
-        return Record(number, line, problem=str(refused))
+        return _broken(number, line, *refused.args)
     except RecursionError:
-        return Record(number, line, problem="nested too deeply to be a record")
-    except ValueError as error:
-        return Record(number, line, problem="not JSON (%s)" % error)
+        return _broken(number, line, "too_deep")
+    except json.JSONDecodeError as error:  # one line: its column says where
+        return _broken(number, line, "not_json", error.msg, error.colno)
     if not isinstance(value, dict):
-        return Record(number, line, problem="%s, not a JSON object" % json_type(value))
+        return _broken(number, line, "not_object", json_type(value))
     return Record(number, line, value=value)
 
 
-def _line_problem(line: bytes) -> Optional[str]:
+# What keeps a line from being a record, in English (expect.py words them in other languages).
+LINE_PROBLEMS = {
+    "blank": "a blank line",
+    "bom": "starts with a byte order mark (write plain UTF-8)",
+    "too_long": "a line of %d bytes, longer than any record could be",
+    "not_utf8": "not UTF-8",
+    "too_deep": "nested too deeply to be a record",
+    "not_json": "not JSON (%s, at column %d)",
+    "not_object": "%s, not a JSON object",
+    "twice": "the key %r appears twice",
+    "constant": "%s is not JSON (json.dumps(..., allow_nan=False) refuses it)",
+    "digits": "a number of %d digits",
+    "out_of_range": "the number %s is out of range",
+}
+
+
+def _broken(number: int, line: bytes, kind: str, *values: Any) -> Record:
+    return Record(number, line, problem=LINE_PROBLEMS[kind] % values, problem_kind=kind, problem_values=values)
+
+
+def _line_problem(line: bytes) -> Optional[Tuple[Any, ...]]:
+    """(kind, values...) of what keeps `line` from being read as JSON at all, or None."""
     if not line.strip():
-        return "a blank line"
+        return ("blank",)
     if line.startswith(b"\xef\xbb\xbf"):
-        return "starts with a byte order mark (write plain UTF-8)"
+        return ("bom",)
     if len(line) > MAX_LINE:
-        return "a line of %d bytes, longer than any record could be" % len(line)
+        return ("too_long", len(line))
     return None
 
 
@@ -196,23 +220,23 @@ def _no_duplicates(pairs: List[Any]) -> Dict[str, Any]:
     seen: Dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise _Refused("the key %r appears twice" % key)
+            raise _Refused("twice", key)
         seen[key] = value
     return seen
 
 
 def _no_constant(name: str) -> Any:
-    raise _Refused("%s is not JSON (json.dumps(..., allow_nan=False) refuses it)" % name)
+    raise _Refused("constant", name)
 
 
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise _Refused("a number of %d digits" % len(text.lstrip("-")))
+        raise _Refused("digits", len(text.lstrip("-")))
     return int(text)
 
 
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _Refused("the number %s is out of range" % text[:40])
+        raise _Refused("out_of_range", text[:40])
     return value

@@ -127,3 +127,23 @@ def test_failures_of_different_calls_are_not_merged_however_alike_their_outcome(
 
     text = "\n".join(view.render(report([of("runner.py run -- a"), of("runner.py run -- b")]), "en"))
     assert "runner.py run -- a" in text and "runner.py run -- b" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_a_failure_is_shown_under_the_step_of_the_clause_it_broke(lang):
+    # A check of S3.3 whose hang.sh left its sleep behind broke S2.4: the learner fixes S2.4.
+    found_in_s3 = failure("t::test_s3_3_hang_sh_timed_out_twice_leaves_nothing", "S2.4", "none left", "sleep 60", lang)
+    found_in_s3["clause"] = "S3.3"  # the report names the check's clause, the message the broken one
+    shown = view.render(report([found_in_s3, passed("t::s2", "S2.1"), passed("t::s3", "S3.1")]), lang)
+    text = "\n".join(shown)
+    s2, s3 = text.index("\nS2: "), text.index("\nS3: ")
+    assert s2 < text.index("[S2.4]") < s3, text
+    assert "hang.sh timed out twice leaves nothing" in text[s2:s3]
+    assert "S2.4" in text[s3:].splitlines()[0] + text[s3:].splitlines()[1], "S3's heading must say where its failure is"
+    assert "[S2.4]" not in text[s3:]
+
+
+def test_the_broken_clause_is_read_from_the_message_first_line():
+    entry = failure("t::x", "S2.4", "a", "b")
+    assert view.broken_clause(dict(entry, clause="S3.3")) == "S2.4"
+    assert view.broken_clause({"clause": "S3.3", "message": "HarnessTimeout: [S9.9] odd"}) == "S3.3"

@@ -14,9 +14,11 @@ import pytest
 
 from conformance import expect, view
 from conformance.result import ProcessInfo, Result
+from conformance.tests.test_s3_retries import test_s3_2_waits_double_each_time_measured_by_the_command
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 HANG = "/opt/fixtures/pyops/bin/hang.sh"
+COUNTED = 'date +%s.%N >> "/lab/work/calls"; exit 1'
 
 
 def outcome(args, rc, duration_s, stdout=b"", stderr=b"", survivors=(), runs=b"", applied=(), markers=()):
@@ -37,13 +39,28 @@ def outcome(args, rc, duration_s, stdout=b"", stderr=b"", survivors=(), runs=b""
     )
 
 
-def judged(test_id, judge):
-    """The report entry of a check whose judgement `judge()` fails."""
+class StubRunner:
+    """The `runner` fixture of a check, handing it one fixed outcome for the scenario it plays."""
+
+    def __init__(self, fields):
+        self.lab = type("Lab", (), {"work": Path("/lab/work")})()
+        self._fields = fields
+
+    def observe(self, *args, **options):
+        fields = dict(self._fields)
+        work = fields.pop("work")
+        result = outcome(fields.pop("args"), fields.pop("rc"), 3.1)
+        result.lab_files["work"] = work
+        return result
+
+
+def judged(test_id, judge, check_clause=None):
+    """The report entry of a check (of `check_clause`, else of the clause it broke) whose `judge()` fails."""
     with pytest.raises(expect.ClauseFailure) as failure:
         judge()
     return {
         "id": test_id,
-        "clause": failure.value.clause,
+        "clause": check_clause or failure.value.clause,
         "outcome": "failed",
         "message": str(failure.value),
         "duration_s": 0.1,
@@ -65,8 +82,16 @@ def class_report():
         runs=b'{"ts": "2026-12-02T00:00:00+00:00", "cmd": ["%s"], "attempt": 1, "rc": 124, "duration_ms": 1003}\n'
         % HANG.encode(),
     )
+    retried_left_behind = outcome(
+        ["run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", HANG],
+        124,
+        2.08,
+        stdout=b"hang.sh: started, sleeping 60s\nhang.sh: started, sleeping 60s\n",
+        stderr=b"timeout: killed after 1s\ntimeout: killed after 1s\n",
+        survivors=[ProcessInfo(4250, ("sleep", "60")), ProcessInfo(4251, ("sleep", "60"))],
+    )
     went_ahead = outcome(["apply", "feature"], 0, 0.08, stdout=b"apply.sh: applied feature\n", applied=["feature"])
-    constant = outcome(["run", "--retries", "3", "--backoff", "1", "--", "false"], 1, 3.1)
+    constant_outcome = {"args": ["run", "--retries", "3", "--backoff", "1", "--", "sh", "-c", COUNTED], "rc": 1}
     float_ts = outcome(
         ["run", "--", "true"],
         0,
@@ -79,12 +104,10 @@ def class_report():
         expect.field(float_ts, record, "ts")
 
     def constant_waits():
-        expect.fail(
-            "S3.2",
-            "retry 2 starts 2s after attempt 2 (backoff * 2**1)",
-            "it started 1.01s after",
-            constant,
-            expect.schedule_hint([1.0, 1.01, 1.0]),
+        # The real check, judging a runner whose command started at these moments (1s apart each).
+        calls = b"100.000000000\n101.000000000\n102.010000000\n103.020000000\n"
+        test_s3_2_waits_double_each_time_measured_by_the_command(
+            StubRunner(dict(constant_outcome, work={"calls": calls}))
         )
 
     return {
@@ -99,6 +122,12 @@ def class_report():
             # A second check that failed on the same call the same way: shown once, counted.
             judged("test_s2_4_hang_sh_grandchild_sleep_is_killed", lambda: expect.no_survivors(left_behind, "S2.4")),
             judged("test_s3_2_waits_double_each_time_measured_by_the_command", constant_waits),
+            # Found by a check of S3 but breaking S2.4: shown under S2, and S3 says so.
+            judged(
+                "test_s3_3_hang_sh_timed_out_twice_leaves_nothing",
+                lambda: expect.no_survivors(retried_left_behind, "S2.4"),
+                check_clause="S3.3",
+            ),
             {
                 "id": "test_s6_1_sigterm_reaches_the_command",
                 "clause": "S6.1",

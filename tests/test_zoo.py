@@ -4,6 +4,8 @@ Each mutant is graded on its own clause only (`--clause`): that keeps the zoo fa
 that the clause's own checks catch the mistake, not some other clause's.
 """
 
+import re
+
 import pytest
 
 from tests.grading import REPO, grade
@@ -13,8 +15,8 @@ pytestmark = pytest.mark.zoo
 WORKERS = 3
 
 
-def grade_clauses(tmp_path, runner, clauses):
-    options = []
+def grade_clauses(tmp_path, runner, clauses, *more):
+    options = list(more)
     for clause in clauses:
         options += ["--clause", clause]
     # X clauses exist only in the extended profile; core clauses are in both.
@@ -43,7 +45,9 @@ def test_base_passes_the_clauses_its_mutants_break(tmp_path, base):
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[mutant.name for mutant in MUTANTS])
 def test_mutant_fails_its_clause(tmp_path, mutant):
-    graded = grade_clauses(tmp_path, build(mutant, tmp_path), [mutant.breaks])
+    # Graded in Japanese: every mistake of the zoo shows its failure in the learner's language too
+    # (the English words are the source of both; the hint tests below read them).
+    graded = grade_clauses(tmp_path, build(mutant, tmp_path), [mutant.breaks], "--lang", "ja")
     # A check "blocked by" a failing basic call (see conformance/blocking.py) never ran, so it
     # would show that the mutant is broken everywhere, not that this clause's checks catch it.
     caught = [
@@ -55,6 +59,35 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
         mutant.breaks,
         mutant.story,
         graded.explain(),
+    )
+    english = [line for test in graded.failed() for line in english_lines(test["message"])]
+    assert not english, "mutant %s: English in a Japanese report:\n%s" % (mutant.name, "\n".join(english))
+
+
+# Words of English prose that no Japanese text of the suite holds (runner, apply.sh, ts... do).
+_ENGLISH_WORDS = (
+    "the it is was were not no after before and with started exited still every only exit code seconds line lines "
+    "process processes called running left took"
+)
+_ENGLISH = re.compile(r"\b(%s)\b" % "|".join(_ENGLISH_WORDS.split()), re.I)
+# Values and code, which stay as they are in every language: quoted, paths, calls, dotted names.
+_QUOTED = re.compile(r"`[^`]*`|'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|\S*/\S*|\w+(\.\w+)*\([^)]*\)|\w+(\.\w+)+")
+
+
+def english_lines(message):
+    """The expected, actual, hint and note lines of a failure that read as English prose."""
+    labels = ("  期待:", "  実際:", "  ヒント:", "  注記:")
+    return [line for line in message.splitlines() if line.startswith(labels) and _ENGLISH.search(_QUOTED.sub("", line))]
+
+
+def test_english_prose_is_found_in_a_japanese_report():
+    assert english_lines("[S1.3] ...\n  期待:     exit code 3\n  実際:     it exited 0 after 1s") == [
+        "  期待:     exit code 3",
+        "  実際:     it exited 0 after 1s",
+    ]
+    assert not english_lines(
+        "  期待:     終了コード 3\n  実際:     ts 'not the time' (文字列)\n  コマンド: the runner\n"
+        "  期待:     state/with space.done が作られる\n  ヒント:   sys.exit(main()) で終了してください"
     )
 
 

@@ -38,11 +38,21 @@ def test_s1_1_no_shell_a_string_is_one_program_name(runner):
     expect.that(
         b"through-a-shell" not in result.stdout,
         "S1.1",
-        "no shell: the single word 'echo through-a-shell' is not split or run",
-        "stdout %r: the command went through a shell" % result.stdout,
+        expect.say(
+            "no shell: the single word 'echo through-a-shell' is not split or run",
+            "シェルを使わない: 1 語の 'echo through-a-shell' が分割も実行もされない",
+        ),
+        expect.say("stdout %r: the command went through a shell", "標準出力 %r: コマンドがシェルを通して実行されました")
+        % result.stdout,
         result,
     )
-    expect.that(result.rc != 0, "S1.1", "a non-zero exit (no such program)", "exit code 0", result)
+    expect.that(
+        result.rc != 0,
+        "S1.1",
+        expect.say("a non-zero exit (no such program)", "0 以外の終了コード(そのようなプログラムはない)"),
+        expect.say("exit code 0", "終了コード 0"),
+        result,
+    )
 
 
 @clause("S1.1")
@@ -53,8 +63,8 @@ def test_s1_1_redirection_is_not_interpreted(runner):
     expect.that(
         not target.exists(),
         "S1.1",
-        "'>' passed to echo as a word",
-        "a shell redirected the output into %s" % target,
+        expect.say("'>' passed to echo as a word", "'>' が 1 語として echo に渡る"),
+        expect.say("a shell redirected the output into %s", "シェルが出力を %s にリダイレクトしました") % target,
         result,
     )
     expect.stdout_is(result, b"hi > %s\n" % str(target).encode(), "S1.1")
@@ -128,4 +138,6 @@ def test_s1_3_flaky_first_call_fails_with_1(runner):
 def test_s1_3_without_retries_the_command_runs_once(runner):
     result = runner.run("run", "--", FLAKY)
     expect.exit_code(result, 1, "S1.3")
-    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 1, "S1.3")
+    expect.count_is(
+        result, expect.say("flaky.sh calls", "flaky.sh の呼び出し回数"), flaky_calls(runner.lab.work), 1, "S1.3"
+    )

@@ -15,7 +15,7 @@ def never_seen(watched: TimedOut, argv, clause_id: str) -> None:
     """Fail `clause_id`: `argv` never ran under the runner in the observed timed-out run."""
     expect.fail(
         clause_id,
-        "`%s` running under the runner" % " ".join(argv),
+        expect.say("`%s` running under the runner", "runner の下で `%s` が動く") % " ".join(argv),
         watched.why_not_seen,
         watched.result,
     )
@@ -42,7 +42,13 @@ def test_s2_1_a_command_within_the_timeout_is_not_killed(runner):
 def test_s2_1_a_quick_command_does_not_wait_for_the_timeout(runner):
     result = runner.run("run", "--timeout", "5", "--", "true")
     expect.exit_code(result, 0, "S2.1")
-    expect.took_between(result, 0, timing.OVERHEAD_S, "S2.1", "done as soon as the command is")
+    expect.took_between(
+        result,
+        0,
+        timing.OVERHEAD_S,
+        "S2.1",
+        expect.say("done as soon as the command is", "コマンドが終わったらすぐに終了する"),
+    )
 
 
 @clause("S2.2")
@@ -51,7 +57,13 @@ def test_s2_2_timeout_is_said_on_stderr(runner, name):
     result = timed_out(runner, name).result
     expect.finished(result, "S2.2")
     lines = [line for line in result.err.splitlines() if "timeout" in line]
-    expect.that(lines, "S2.2", "a stderr line containing 'timeout'", "no such line", result)
+    expect.that(
+        lines,
+        "S2.2",
+        expect.say("a stderr line containing 'timeout'", "標準エラーに 'timeout' を含む行"),
+        expect.say("no such line", "そのような行はありませんでした"),
+        result,
+    )
 
 
 @clause("S2.2")
@@ -61,8 +73,11 @@ def test_s2_2_timeout_line_is_not_on_stdout(runner):
     expect.that(
         "timeout" not in result.out,
         "S2.2",
-        "the timeout line on stderr, stdout untouched",
-        "stdout says %r" % result.out,
+        expect.say(
+            "the timeout line on stderr, stdout untouched",
+            "タイムアウトの行は標準エラーに出て、標準出力は変わらない",
+        ),
+        expect.say("stdout says %r", "標準出力に %r と出ていました") % result.out,
         result,
     )
 
@@ -86,7 +101,9 @@ def test_s2_3_a_command_exiting_124_itself_is_not_a_special_case(runner):
     # 124 from the command passes through like any code (S1.3); no timeout line is needed for it.
     result = runner.run("run", "--timeout", "5", "--", *sh("exit 124"))
     expect.exit_code(result, 124, "S2.3")
-    expect.took_between(result, 0, timing.OVERHEAD_S, "S2.3", "no waiting for the timeout")
+    expect.took_between(
+        result, 0, timing.OVERHEAD_S, "S2.3", expect.say("no waiting for the timeout", "タイムアウトまで待たない")
+    )
 
 
 @clause("S2.4")

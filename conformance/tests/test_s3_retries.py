@@ -19,14 +19,22 @@ def counter(runner):
 def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
     result = runner.run("run", "--retries", str(retries), "--backoff", "0", "--", *counted(counter(runner)))
     expect.finished(result, "S3.1")
-    expect.count_is(result, "attempts (1 + retries)", len(calls(counter(runner))), retries + 1, "S3.1")
+    expect.count_is(
+        result,
+        expect.say("attempts (1 + retries)", "試行回数(1 + retries)"),
+        len(calls(counter(runner))),
+        retries + 1,
+        "S3.1",
+    )
 
 
 @clause("S3.1")
 def test_s3_1_flaky_succeeds_on_its_third_call(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.1")
-    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 3, "S3.1")
+    expect.count_is(
+        result, expect.say("flaky.sh calls", "flaky.sh の呼び出し回数"), flaky_calls(runner.lab.work), 3, "S3.1"
+    )
     expect.stdout_has(result, "succeeded", "S1.2")
 
 
@@ -34,7 +42,7 @@ def test_s3_1_flaky_succeeds_on_its_third_call(runner):
 def test_s3_1_retries_apply_to_any_nonzero_code(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", *counted(counter(runner), "exit 42"))
     expect.exit_code(result, 42, "S3.5")
-    expect.count_is(result, "attempts", len(calls(counter(runner))), 3, "S3.1")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(counter(runner))), 3, "S3.1")
 
 
 def backoff_schedule(runner):
@@ -53,14 +61,19 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
     started = starts(result.work_file("calls"))
-    expect.count_is(result, "attempts", len(started), 4, "S3.1")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(started), 4, "S3.1")
     gaps = [later - earlier for earlier, later in zip(started, started[1:])]
     for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
         if not wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S:
             expect.fail(
                 "S3.2",
-                "retry %d starts %ds after attempt %d (backoff * 2**%d)" % (k, wanted, k, k - 1),
-                "it started %.2fs after (all gaps: %s)" % (gap, ", ".join("%.2f" % g for g in gaps)),
+                expect.say(
+                    "retry %d starts %ds after attempt %d (backoff * 2**%d)",
+                    "%d 回目の再試行が %d 秒後に始まる(%d 回目の試行の開始から。backoff * 2**%d)",
+                )
+                % (k, wanted, k, k - 1),
+                expect.say("it started %.2fs after (all gaps: %s)", "%.2f 秒後に始まりました(すべての間隔: %s)")
+                % (gap, ", ".join("%.2f" % g for g in gaps)),
                 result,
                 expect.schedule_hint(gaps),
             )
@@ -82,16 +95,24 @@ def test_s3_2_waits_read_from_runs_jsonl(runner):
         except TypeError:  # one ts with a UTC offset and one without
             expect.fail(
                 "S7.2",
-                "every ts written the same way",
-                "ts %s and %s" % (record_starts[k - 1], record_starts[k]),
+                expect.say("every ts written the same way", "すべての ts が同じ形式で書かれる"),
+                expect.say("ts %s and %s", "ts %s と %s") % (record_starts[k - 1], record_starts[k]),
                 result,
             )
     for k, (waited, wanted) in enumerate(zip(waits, (1, 2, 4)), start=1):
         if not wanted - timing.EARLY_S - rounding <= waited <= wanted + timing.REACTION_S + rounding:
             expect.fail(
                 "S3.2",
-                "a wait of %ds between attempt %d and %d in runs.jsonl" % (wanted, k, k + 1),
-                "%.2fs between the end of one and the start of the next" % waited,
+                expect.say(
+                    "a wait of %ds between attempt %d and %d in runs.jsonl",
+                    "%d 秒の待ち(runs.jsonl の試行 %d と %d の間)",
+                )
+                % (wanted, k, k + 1),
+                expect.say(
+                    "%.2fs between the end of one and the start of the next",
+                    "前の試行の終了から次の試行の開始まで %.2f 秒でした",
+                )
+                % waited,
                 result,
                 expect.schedule_hint(waits) if not rounding else None,
             )
@@ -111,7 +132,13 @@ def test_s3_2_no_wait_after_the_last_attempt(runner):
 def test_s3_2_backoff_zero_retries_at_once(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "0", "--", "false")
     expect.exit_code(result, 1, "S3.5")
-    expect.took_between(result, 0, timing.OVERHEAD_S, "S3.2", "four quick attempts with no waits")
+    expect.took_between(
+        result,
+        0,
+        timing.OVERHEAD_S,
+        "S3.2",
+        expect.say("four quick attempts with no waits", "待たずにすばやく 4 回試行する"),
+    )
 
 
 @clause("S3.2")
@@ -119,13 +146,16 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
     started = starts(result.work_file("calls"))
-    expect.count_is(result, "attempts", len(started), 4, "S3.1")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(started), 4, "S3.1")
     gap = started[1] - started[0]
     if not 1 - timing.EARLY_S <= gap <= 1 + timing.REACTION_S:
         expect.fail(
             "S3.2",
-            "the retry starts 1s (backoff * 2**0) after the first attempt",
-            "it started after %.2fs" % gap,
+            expect.say(
+                "the retry starts 1s (backoff * 2**0) after the first attempt",
+                "再試行が最初の試行の 1 秒後(backoff * 2**0)に始まる",
+            ),
+            expect.say("it started after %.2fs", "%.2f 秒後に始まりました") % gap,
             result,
             expect.schedule_hint([gap]),
         )
@@ -136,7 +166,7 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
 def test_s3_3_a_timeout_is_retried(runner):
     result = hang_retried(runner)
     expect.exit_code(result, 124, "S3.3")
-    expect.count_is(result, "attempts", len(starts(result.work_file("calls"))), 2, "S3.3")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(starts(result.work_file("calls"))), 2, "S3.3")
 
 
 @clause("S3.3")
@@ -155,7 +185,11 @@ def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
     expect.exit_code(result, 124, "S3.3")
     expect.no_survivors(result, "S2.4")
     expect.that(
-        result.out.count("hang.sh: started") == 2, "S3.3", "hang.sh started twice", "stdout %r" % result.out, result
+        result.out.count("hang.sh: started") == 2,
+        "S3.3",
+        expect.say("hang.sh started twice", "hang.sh が 2 回始まる"),
+        expect.say("stdout %r", "標準出力 %r") % result.out,
+        result,
     )
 
 
@@ -163,22 +197,32 @@ def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
 def test_s3_4_success_ends_the_run_at_once(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "5", "--", *counted(counter(runner), "exit 0"))
     expect.exit_code(result, 0, "S3.4")
-    expect.count_is(result, "attempts", len(calls(counter(runner))), 1, "S3.4")
-    expect.took_between(result, 0, timing.OVERHEAD_S, "S3.4", "no wait after a success")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(counter(runner))), 1, "S3.4")
+    expect.took_between(
+        result, 0, timing.OVERHEAD_S, "S3.4", expect.say("no wait after a success", "成功のあとは待たない")
+    )
 
 
 @clause("S3.4")
 def test_s3_4_flaky_stops_at_the_first_success(runner):
     result = runner.observe("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 0, "S3.4")
-    expect.count_is(result, "flaky.sh calls", flaky_count(result.work_file(FLAKY_STATE)), 3, "S3.4")
+    expect.count_is(
+        result,
+        expect.say("flaky.sh calls", "flaky.sh の呼び出し回数"),
+        flaky_count(result.work_file(FLAKY_STATE)),
+        3,
+        "S3.4",
+    )
 
 
 @clause("S3.5")
 def test_s3_5_flaky_out_of_retries_exits_1(runner):
     result = runner.run("run", "--retries", "1", "--backoff", "0", "--", FLAKY)
     expect.exit_code(result, 1, "S3.5")
-    expect.count_is(result, "flaky.sh calls", flaky_calls(runner.lab.work), 2, "S3.5")
+    expect.count_is(
+        result, expect.say("flaky.sh calls", "flaky.sh の呼び出し回数"), flaky_calls(runner.lab.work), 2, "S3.5"
+    )
 
 
 @clause("S3.5")

@@ -33,7 +33,13 @@ def test_s4_1_marker_present_means_already_applied(runner):
 def test_s4_1_marker_present_means_apply_sh_not_called(runner):
     result = marker_present(runner)
     expect.finished(result, "S4.1")
-    expect.that(result.applied() == [], "S4.1", "apply.sh not called", "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == [],
+        "S4.1",
+        expect.say("apply.sh not called", "apply.sh を呼ばない"),
+        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
+        result,
+    )
 
 
 @clause("S4.1")
@@ -46,8 +52,8 @@ def test_s4_1_second_apply_is_a_no_op(runner):
     expect.that(
         second.applied() == ["feature"],
         "S4.1",
-        "apply.sh called once over two applies",
-        "applied.log: %s" % second.applied(),
+        expect.say("apply.sh called once over two applies", "2 回の apply で apply.sh が 1 回だけ呼ばれる"),
+        expect.say("applied.log: %s", "applied.log の内容: %s") % second.applied(),
         second,
     )
 
@@ -67,8 +73,8 @@ def test_s4_2_apply_calls_apply_sh_with_the_name(runner, name):
     expect.that(
         result.applied() == [name],
         "S4.2",
-        "apply.sh called once with %r" % name,
-        "applied.log: %s" % result.applied(),
+        expect.say("apply.sh called once with %r", "apply.sh が %r で 1 回だけ呼ばれる") % name,
+        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
         result,
     )
 
@@ -81,8 +87,8 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
     expect.that(
         result.applied() == ["feature"],
         "S4.2",
-        "apply.sh called for 'feature'",
-        "applied.log: %s" % result.applied(),
+        expect.say("apply.sh called for 'feature'", "apply.sh が 'feature' について呼ばれる"),
+        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
         result,
     )
 
@@ -95,8 +101,8 @@ def test_s4_3_marker_created_after_success(runner, name):
     expect.that(
         result.marked(name),
         "S4.3",
-        "state/%s.done exists" % name,
-        "markers: %s" % (result.markers() or "(none)"),
+        expect.say("state/%s.done exists", "state/%s.done がある") % name,
+        expect.say("markers: %s", "マーカー: %s") % (result.markers() or expect.say("(none)", "(なし)")),
         result,
     )
 
@@ -105,16 +111,30 @@ def test_s4_3_marker_created_after_success(runner, name):
 def test_s4_3_no_marker_while_apply_sh_is_still_running(runner):
     seen = apply_in_progress(runner)
     if not seen.applying:
-        expect.fail("S4.2", "apply.sh started (applied.log written)", seen.why_not_seen, seen.first)
+        expect.fail(
+            "S4.2",
+            expect.say("apply.sh started (applied.log written)", "apply.sh が始まる(applied.log に書かれる)"),
+            seen.why_not_seen,
+            seen.first,
+        )
     expect.that(
         not seen.marker_early,
         "S4.3",
-        "no marker while apply.sh has not yet exited",
-        "state/first.done existed while apply.sh was still running",
+        expect.say("no marker while apply.sh has not yet exited", "apply.sh が終了するまでマーカーがない"),
+        expect.say(
+            "state/first.done existed while apply.sh was still running",
+            "apply.sh がまだ動いている間に state/first.done がありました",
+        ),
         seen.first,
     )
     expect.exit_code(seen.first, 0, "S4.3")
-    expect.that(seen.first.marked("first"), "S4.3", "the marker once apply.sh exited 0", "no marker", seen.first)
+    expect.that(
+        seen.first.marked("first"),
+        "S4.3",
+        expect.say("the marker once apply.sh exited 0", "apply.sh が 0 で終了したあとにマーカーがある"),
+        expect.say("no marker", "マーカーはありませんでした"),
+        seen.first,
+    )
 
 
 @clause("S4.4")
@@ -133,7 +153,13 @@ def test_s4_4_failure_exits_1_whatever_apply_sh_exited_with(runner):
 def test_s4_4_failure_leaves_no_marker(runner):
     result = runner.observe("apply", "broken", env=FAILING)
     expect.finished(result, "S4.4")
-    expect.that(result.markers() == [], "S4.4", "no marker", "markers: %s" % result.markers(), result)
+    expect.that(
+        result.markers() == [],
+        "S4.4",
+        expect.say("no marker", "マーカーがない"),
+        expect.say("markers: %s", "マーカー: %s") % result.markers(),
+        result,
+    )
 
 
 @clause("S4.4")
@@ -145,11 +171,17 @@ def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
     expect.that(
         fixed.applied() == ["broken", "broken"],
         "S4.4",
-        "apply.sh called again after the failure",
-        "applied.log: %s" % fixed.applied(),
+        expect.say("apply.sh called again after the failure", "失敗のあと apply.sh がもう一度呼ばれる"),
+        expect.say("applied.log: %s", "applied.log の内容: %s") % fixed.applied(),
         fixed,
     )
-    expect.that(fixed.marked("broken"), "S4.3", "marker after the successful retry", "no marker", fixed)
+    expect.that(
+        fixed.marked("broken"),
+        "S4.3",
+        expect.say("marker after the successful retry", "成功した再試行のあとにマーカーがある"),
+        expect.say("no marker", "マーカーはありませんでした"),
+        fixed,
+    )
 
 
 @clause("S4.4")
@@ -160,7 +192,7 @@ def test_s4_4_failure_does_not_touch_other_markers(runner):
     expect.that(
         result.markers() == ["earlier.done"],
         "S4.4",
-        "only the earlier marker",
-        "markers: %s" % result.markers(),
+        expect.say("only the earlier marker", "前からあったマーカーだけ"),
+        expect.say("markers: %s", "マーカー: %s") % result.markers(),
         result,
     )

@@ -24,7 +24,12 @@ def applying(runner):
     """The apply in progress (see scenarios.py), once apply.sh was seen running."""
     seen = apply_in_progress(runner)
     if not seen.applying:
-        expect.fail("S4.2", "apply.sh started by the first runner", seen.why_not_seen, seen.first)
+        expect.fail(
+            "S4.2",
+            expect.say("apply.sh started by the first runner", "最初の runner が apply.sh を開始する"),
+            seen.why_not_seen,
+            seen.first,
+        )
     return seen
 
 
@@ -39,15 +44,33 @@ def test_s5_2_held_lock_exits_3(runner, shared):
 def test_s5_2_held_lock_changes_nothing(runner, shared):
     result = refused(runner, shared)
     expect.finished(result, "S5.2")
-    expect.that(result.applied() == [], "S5.2", "apply.sh not called", "applied.log: %s" % result.applied(), result)
-    expect.that(result.markers() == [], "S5.2", "no marker", "markers: %s" % result.markers(), result)
+    expect.that(
+        result.applied() == [],
+        "S5.2",
+        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        result,
+    )
+    expect.that(
+        result.markers() == [],
+        "S5.2",
+        expect.say("no marker", "マーカーが作られない"),
+        expect.say("markers: %s", "マーカーは %s でした") % result.markers(),
+        result,
+    )
 
 
 @clause("S5.2")
 def test_s5_2_held_lock_message_is_not_on_stdout(runner):
     result = refused(runner)
     expect.finished(result, "S5.2")
-    expect.that(LOCKED not in result.out, "S5.2", "the message on stderr only", "stdout %r" % result.out, result)
+    expect.that(
+        LOCKED not in result.out,
+        "S5.2",
+        expect.say("the message on stderr only", "メッセージは標準エラー出力にだけ書かれる"),
+        expect.say("stdout %r", "標準出力 %r") % result.out,
+        result,
+    )
 
 
 @clause("S5.2")
@@ -61,8 +84,8 @@ def test_s5_2_second_runner_while_the_first_applies(runner, second):
     expect.that(
         seen.first.applied() == ["first"],
         "S5.2",
-        "apply.sh called by the first runner only",
-        "applied.log: %s" % seen.first.applied(),
+        expect.say("apply.sh called by the first runner only", "apply.sh を呼ぶのは最初の runner だけ"),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % seen.first.applied(),
         getattr(seen, second),
     )
 
@@ -71,7 +94,13 @@ def test_s5_2_second_runner_while_the_first_applies(runner, second):
 def test_s5_2_refusal_is_quick_not_a_wait(runner):
     result = refused(runner)
     expect.refused_by_lock(result, shared_holder=False)
-    expect.took_between(result, 0, timing.OVERHEAD_S, "S5.2", "an immediate refusal (LOCK_NB), not a wait")
+    expect.took_between(
+        result,
+        0,
+        timing.OVERHEAD_S,
+        "S5.2",
+        expect.say("an immediate refusal (LOCK_NB), not a wait", "待たずにすぐ拒否する(LOCK_NB)"),
+    )
 
 
 @clause("S5.2")
@@ -81,7 +110,13 @@ def test_s5_2_marker_present_and_lock_held(runner):
     runner.hold_lock()
     result = runner.run("apply", "feature")
     expect.exit_code_in(result, (0, 3), "S5.2")
-    expect.that(result.applied() == [], "S5.2", "apply.sh not called", "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == [],
+        "S5.2",
+        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        result,
+    )
 
 
 @clause("S5.1")
@@ -91,8 +126,14 @@ def test_s5_1_lock_held_while_apply_sh_runs(runner):
     expect.that(
         not seen.lock_free,
         "S5.1",
-        "state/lock locked (LOCK_EX) while apply.sh runs",
-        "another process could take LOCK_EX on state/lock meanwhile",
+        expect.say(
+            "state/lock locked (LOCK_EX) while apply.sh runs",
+            "apply.sh の実行中、state/lock がロックされている(LOCK_EX)",
+        ),
+        expect.say(
+            "another process could take LOCK_EX on state/lock meanwhile",
+            "その間に別のプロセスが state/lock に LOCK_EX を取れました",
+        ),
         seen.first,
     )
     expect.exit_code(seen.first, 0, "S5.1")
@@ -105,8 +146,8 @@ def test_s5_1_lock_file_is_state_lock(runner):
     expect.that(
         (runner.lab.state / "lock").exists(),
         "S5.1",
-        "the lock file /root/pyops/sub/state/lock",
-        "no state/lock after an apply",
+        expect.say("the lock file /root/pyops/sub/state/lock", "ロックファイル /root/pyops/sub/state/lock がある"),
+        expect.say("no state/lock after an apply", "apply のあとに state/lock がありませんでした"),
         result,
     )
 
@@ -119,8 +160,11 @@ def test_s5_1_lock_released_after_exit(runner, env):
     expect.that(
         runner.lock_is_free(),
         "S5.1",
-        "state/lock free once the runner has exited",
-        "still locked: a process the runner left holds it",
+        expect.say("state/lock free once the runner has exited", "runner の終了後は state/lock が解放されている"),
+        expect.say(
+            "still locked: a process the runner left holds it",
+            "まだロックされていました。runner が残したプロセスがロックを保持していました",
+        ),
         result,
     )
     again = runner.run("apply", "other")

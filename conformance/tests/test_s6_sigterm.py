@@ -31,7 +31,11 @@ def trapped(runner, delay=0.0):
 def start_trapped(runner, delay=0.0, *options):
     command, ready, on_term = trapped(runner, delay)
     invocation = runner.start("run", *options, "--", *command, expect_s=delay)
-    invocation.wait_until(ready.exists, "the command started (it writes a ready file)", "S6.1")
+    invocation.wait_until(
+        ready.exists,
+        expect.say("the command started (it writes a ready file)", "コマンドが開始する(ready ファイルを書く)"),
+        "S6.1",
+    )
     return invocation, on_term
 
 
@@ -44,8 +48,11 @@ def test_s6_1_sigterm_reaches_the_command(runner):
     expect.that(
         on_term.exists(),
         "S6.1",
-        "the command's TERM handler ran",
-        "the command never got SIGTERM (killed some other way, or left running)",
+        expect.say("the command's TERM handler ran", "コマンドの TERM ハンドラーが動く"),
+        expect.say(
+            "the command never got SIGTERM (killed some other way, or left running)",
+            "コマンドに SIGTERM が届きませんでした(別の方法で止められたか、動いたまま残されました)",
+        ),
         result,
     )
 
@@ -56,7 +63,13 @@ def test_s6_1_sigterm_reaches_the_command_with_a_timeout_set(runner):
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
     expect.finished(result, "S6.1")
-    expect.that(on_term.exists(), "S6.1", "the command's TERM handler ran", "it did not run", result)
+    expect.that(
+        on_term.exists(),
+        "S6.1",
+        expect.say("the command's TERM handler ran", "コマンドの TERM ハンドラーが動く"),
+        expect.say("it did not run", "ハンドラーは動きませんでした"),
+        result,
+    )
 
 
 @clause("S6.2")
@@ -70,15 +83,27 @@ def test_s6_2_waits_for_a_command_that_takes_time_to_stop(runner):
     expect.that(
         still_running,
         "S6.2",
-        "the runner still running while the command cleans up after SIGTERM",
-        "it had already exited 0.75s after SIGTERM, before its command ended",
+        expect.say(
+            "the runner still running while the command cleans up after SIGTERM",
+            "SIGTERM のあとコマンドが後始末をしている間も、runner がまだ動いている",
+        ),
+        expect.say(
+            "it had already exited 0.75s after SIGTERM, before its command ended",
+            "SIGTERM の 0.75 秒後には、コマンドが終わる前にもう終了していました",
+        ),
         result,
     )
     expect.that(
         on_term.exists(),
         "S6.2",
-        "the command allowed to finish its 1.5s TERM handler",
-        "the handler never finished: the command was killed before it ended",
+        expect.say(
+            "the command allowed to finish its 1.5s TERM handler",
+            "コマンドが 1.5 秒かかる TERM ハンドラーを最後まで実行できる",
+        ),
+        expect.say(
+            "the handler never finished: the command was killed before it ended",
+            "ハンドラーが終わりませんでした。コマンドはハンドラーが終わる前に強制終了されました",
+        ),
         result,
     )
     expect.exit_code_in(result, EXIT_143, "S6.3")
@@ -91,13 +116,20 @@ def test_s6_2_not_finished_before_the_command(runner):
     result = invocation.finish()
     ended = result.ended_at
     expect.finished(result, "S6.2")
-    expect.that(on_term.exists(), "S6.2", "the command ended its TERM handler", "it did not", result)
+    expect.that(
+        on_term.exists(),
+        "S6.2",
+        expect.say("the command ended its TERM handler", "コマンドが TERM ハンドラーを終える"),
+        expect.say("it did not", "終えませんでした"),
+        result,
+    )
     handler_done = float(on_term.read_text())
     expect.that(
         handler_done <= ended,
         "S6.2",
-        "the runner exits after its command ends",
-        "it exited %.2fs before its command" % (handler_done - ended),
+        expect.say("the runner exits after its command ends", "runner はコマンドが終わってから終了する"),
+        expect.say("it exited %.2fs before its command", "コマンドより %.2f 秒早く終了しました")
+        % (handler_done - ended),
         result,
     )
 
@@ -128,8 +160,12 @@ def test_s6_3_prompt_exit_after_the_command_ends(runner):
     expect.that(
         result.ended - sent <= timing.REACTION_S,
         "S6.3",
-        "exit within %.1fs of SIGTERM for a command that stops at once" % timing.REACTION_S,
-        "it took %.2fs" % (result.ended - sent),
+        expect.say(
+            "exit within %.1fs of SIGTERM for a command that stops at once",
+            "すぐ止まるコマンドなら、SIGTERM から %.1f 秒以内に終了する",
+        )
+        % timing.REACTION_S,
+        expect.say("it took %.2fs", "%.2f 秒かかりました") % (result.ended - sent),
         result,
     )
 
@@ -142,7 +178,13 @@ def test_s6_3_retries_left_do_not_run(runner):
     )
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "S6.3")
-    expect.count_is(result, "attempts (none after SIGTERM)", len(calls(counter)), 1, "S6.3")
+    expect.count_is(
+        result,
+        expect.say("attempts (none after SIGTERM)", "試行回数(SIGTERM のあとはなし)"),
+        len(calls(counter)),
+        1,
+        "S6.3",
+    )
 
 
 @clause("S6.4")

@@ -22,8 +22,12 @@ def duration_is_about(result, record, wanted_ms, clause, what):
     expect.that(
         wanted_ms - timing.EARLY_S * 1000 <= duration <= high,
         clause,
-        "duration_ms %d to %d for %s (milliseconds, as an int)" % (wanted_ms - timing.EARLY_S * 1000, high, what),
-        "duration_ms %r" % (duration,),
+        expect.say(
+            "duration_ms %d to %d for %s (milliseconds, as an int)",
+            "duration_ms が %d から %d(ミリ秒の整数)で、%s の長さに合う",
+        )
+        % (wanted_ms - timing.EARLY_S * 1000, high, what),
+        expect.say("duration_ms %r", "duration_ms は %r でした") % (duration,),
         result,
     )
 
@@ -62,8 +66,8 @@ def test_s7_1_appends_to_an_existing_file(runner):
     expect.that(
         data.startswith(earlier),
         "S7.1",
-        "the earlier line kept, the new one appended",
-        "runs.jsonl was rewritten",
+        expect.say("the earlier line kept, the new one appended", "前からある行が残り、新しい行が追記される"),
+        expect.say("runs.jsonl was rewritten", "runs.jsonl が書き直されていました"),
         result,
     )
     expect.records(result, 2)
@@ -97,7 +101,13 @@ def test_s7_1_command_output_is_not_logged_as_records(runner):
 def test_s7_2_all_five_keys(runner):
     record, result = one_record(runner, "true")
     missing = [name for name in KEYS if name not in record.value]
-    expect.that(not missing, "S7.2", "keys ts, cmd, attempt, rc, duration_ms", "missing %s" % missing, result)
+    expect.that(
+        not missing,
+        "S7.2",
+        expect.say("keys ts, cmd, attempt, rc, duration_ms", "キー ts, cmd, attempt, rc, duration_ms がそろっている"),
+        expect.say("missing %s", "%s がありませんでした") % missing,
+        result,
+    )
 
 
 @clause("S7.2")
@@ -109,7 +119,13 @@ def test_s7_2_ts_is_iso_8601_and_now(runner):
     # Without an offset, ts may be local time or UTC: accept either, within a minute.
     candidates = [when] if when.tzinfo else [when.replace(tzinfo=timezone.utc), when.astimezone()]
     skew = min(abs((now - c).total_seconds()) for c in candidates)
-    expect.that(skew <= 60, "S7.2", "ts within a minute of the attempt", "ts %r is %.0fs off" % (ts, skew), result)
+    expect.that(
+        skew <= 60,
+        "S7.2",
+        expect.say("ts within a minute of the attempt", "ts が試行の時刻から 1 分以内"),
+        expect.say("ts %r is %.0fs off", "ts %r は %.0f 秒ずれていました") % (ts, skew),
+        result,
+    )
 
 
 @clause("S7.2")
@@ -124,8 +140,11 @@ def test_s7_2_cmd_is_the_argv_after_dashes(runner, command):
     expect.that(
         cmd == command,
         "S7.2",
-        "cmd %s (the argv after --, as a list of strings)" % json.dumps(command, ensure_ascii=False),
-        "cmd %s" % json.dumps(cmd, ensure_ascii=False),
+        expect.say(
+            "cmd %s (the argv after --, as a list of strings)", "cmd が %s(-- の後の argv を文字列のリストにしたもの)"
+        )
+        % json.dumps(command, ensure_ascii=False),
+        expect.say("cmd %s", "cmd は %s でした") % json.dumps(cmd, ensure_ascii=False),
         result,
     )
 
@@ -185,7 +204,9 @@ def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
 def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
     result = timed_out(runner, "sleep").result
     records = expect.records(result, 1, "S7.3")
-    duration_is_about(result, records[0], 1000, "S7.3", "an attempt killed at 1s")
+    duration_is_about(
+        result, records[0], 1000, "S7.3", expect.say("an attempt killed at 1s", "1 秒で強制終了された試行")
+    )
 
 
 @clause("S7.3")

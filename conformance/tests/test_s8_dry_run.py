@@ -23,14 +23,26 @@ def dry_run(runner, name="feature", marked=False):
 def test_s8_1_apply_sh_is_not_called(runner, marked):
     result = dry_run(runner, marked=marked)
     expect.finished(result, "S8.1")
-    expect.that(result.applied() == [], "S8.1", "apply.sh not called", "applied.log: %s" % result.applied(), result)
+    expect.that(
+        result.applied() == [],
+        "S8.1",
+        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        result,
+    )
 
 
 @clause("S8.1")
 def test_s8_1_no_marker_is_created(runner):
     result = dry_run(runner)
     expect.finished(result, "S8.1")
-    expect.that(result.markers() == [], "S8.1", "no marker", "markers: %s" % result.markers(), result)
+    expect.that(
+        result.markers() == [],
+        "S8.1",
+        expect.say("no marker", "マーカーが作られない"),
+        expect.say("markers: %s", "マーカーは %s でした") % result.markers(),
+        result,
+    )
 
 
 @clause("S8.1")
@@ -41,8 +53,11 @@ def test_s8_1_a_real_apply_still_runs_afterwards(runner):
     expect.that(
         result.applied() == ["feature"],
         "S8.1",
-        "the real apply calls apply.sh (the dry run marked nothing)",
-        "applied.log: %s" % result.applied(),
+        expect.say(
+            "the real apply calls apply.sh (the dry run marked nothing)",
+            "本番の apply が apply.sh を呼ぶ(ドライランは何もマーカーを作っていない)",
+        ),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
         result,
     )
 
@@ -57,8 +72,9 @@ def test_s8_1_while_the_lock_is_held(runner):
     expect.that(
         result.applied() == [] and result.markers() == [],
         "S8.1",
-        "nothing called or marked",
-        "applied.log %s, markers %s" % (result.applied(), result.markers()),
+        expect.say("nothing called or marked", "何も呼ばず、マーカーも作らない"),
+        expect.say("applied.log %s, markers %s", "applied.log の内容は %s、マーカーは %s でした")
+        % (result.applied(), result.markers()),
         result,
     )
 
@@ -78,8 +94,12 @@ def test_s8_2_unapplied_name_is_not_called_applied(runner):
     expect.that(
         "already applied" not in result.out,
         "S8.2",
-        "a plan for an unapplied name",
-        "it says 'already applied' although there is no marker: %r" % result.out,
+        expect.say("a plan for an unapplied name", "未適用の名前に対する計画を書く"),
+        expect.say(
+            "it says 'already applied' although there is no marker: %r",
+            "マーカーがないのに 'already applied' と書きました: %r",
+        )
+        % result.out,
         result,
     )
 
@@ -98,5 +118,9 @@ def test_s8_3_after_a_real_apply(runner):
     expect.exit_code(result, 0, "S8.3")
     expect.stdout_has(result, "already applied", "S8.3")
     expect.that(
-        result.applied() == ["feature"], "S8.1", "no second apply.sh call", "applied.log: %s" % result.applied(), result
+        result.applied() == ["feature"],
+        "S8.1",
+        expect.say("no second apply.sh call", "apply.sh の 2 回目の呼び出しがない"),
+        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        result,
     )

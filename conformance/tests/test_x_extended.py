@@ -57,13 +57,17 @@ def test_x2_one_line_and_no_traceback(runner, command):
     result = runner.run("run", "--", *command)
     expect.finished(result, "X2")
     expect.that(
-        "Traceback" not in result.err, "X2", "a one-line message, no traceback", "a traceback on stderr", result
+        "Traceback" not in result.err,
+        "X2",
+        expect.say("a one-line message, no traceback", "1 行のメッセージで、トレースバックがない"),
+        expect.say("a traceback on stderr", "標準エラー出力にトレースバックが出ていました"),
+        result,
     )
     expect.that(
         len(result.err.strip().splitlines()) == 1,
         "X2",
-        "exactly one line on stderr",
-        "%d lines" % len(result.err.strip().splitlines()),
+        expect.say("exactly one line on stderr", "標準エラー出力にちょうど 1 行出る"),
+        expect.say("%d lines", "%d 行出ていました") % len(result.err.strip().splitlines()),
         result,
     )
 
@@ -74,7 +78,11 @@ def test_x3_sigterm_during_backoff_ends_at_once(runner):
     counter = runner.lab.work / "calls"
     invocation = runner.start("run", "--retries", "2", "--backoff", "5", "--", *counted(counter), expect_s=1)
     # The first attempt is over once it is recorded (its line in the counter, no command left).
-    invocation.wait_until(lambda: calls(counter) and not invocation.descendants(), "the first attempt over", "S3.1")
+    invocation.wait_until(
+        lambda: calls(counter) and not invocation.descendants(),
+        expect.say("the first attempt over", "最初の試行が終わる"),
+        "S3.1",
+    )
     time.sleep(0.2)  # well inside the 5s backoff
     sent = invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
@@ -83,11 +91,17 @@ def test_x3_sigterm_during_backoff_ends_at_once(runner):
     expect.that(
         waited <= 1.0 * timing.SCALE,
         "X3",
-        "exit within a second of SIGTERM",
-        "exit %.2fs after SIGTERM" % waited,
+        expect.say("exit within a second of SIGTERM", "SIGTERM から 1 秒以内に終了する"),
+        expect.say("exit %.2fs after SIGTERM", "SIGTERM の %.2f 秒後に終了しました") % waited,
         result,
     )
-    expect.that(len(calls(counter)) == 1, "X3", "no attempt after SIGTERM", "%d attempts" % len(calls(counter)), result)
+    expect.that(
+        len(calls(counter)) == 1,
+        "X3",
+        expect.say("no attempt after SIGTERM", "SIGTERM のあとは試行しない"),
+        expect.say("%d attempts", "試行は %d 回でした") % len(calls(counter)),
+        result,
+    )
 
 
 @clause("X4")
@@ -112,8 +126,14 @@ def test_x4_a_few_megabytes(runner):
     expect.that(
         result.stdout == wanted,
         "X4",
-        "%d bytes exactly as printed" % size,
-        "%d bytes, %s" % (len(result.stdout), "different" if len(result.stdout) == size else "length differs"),
+        expect.say("%d bytes exactly as printed", "コマンドが出力した %d バイトがそのまま出る") % size,
+        expect.say("%d bytes, %s", "%d バイトで、%s")
+        % (
+            len(result.stdout),
+            expect.say("different", "内容が違いました")
+            if len(result.stdout) == size
+            else expect.say("length differs", "長さが違いました"),
+        ),
         result,
     )
 
@@ -127,7 +147,10 @@ def test_x5_output_streams_while_the_command_runs(runner):
     try:
         invocation.wait_until(
             lambda: b"first" in invocation.stdout_so_far(),
-            "'first' on the runner's stdout while the command still runs",
+            expect.say(
+                "'first' on the runner's stdout while the command still runs",
+                "コマンドの実行中に runner の標準出力に 'first' が出る",
+            ),
             "X5",
         )
     finally:
@@ -154,14 +177,14 @@ def test_x6_fractional_backoff(runner):
     result = runner.run("run", "--retries", "2", "--backoff", "0.25", "--", *counted(counter), expect_s=1)
     expect.exit_code(result, 1, "X6")
     starts = calls(counter)
-    expect.count_is(result, "attempts", len(starts), 3, "X6")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(starts), 3, "X6")
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     for gap, wanted in zip(gaps, (0.25, 0.5)):
         expect.that(
             wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S,
             "X6",
-            "waits of 0.25s then 0.5s",
-            "gaps %s" % ["%.2f" % g for g in gaps],
+            expect.say("waits of 0.25s then 0.5s", "0.25 秒、次に 0.5 秒待つ"),
+            expect.say("gaps %s", "試行の間隔(秒)は %s でした") % ["%.2f" % g for g in gaps],
             result,
         )
 
@@ -171,7 +194,13 @@ def test_x7_missing_state_folder_is_created(runner):
     runner.lab.state.rmdir()
     result = runner.run("apply", "feature")
     expect.exit_code(result, 0, "X7")
-    expect.that(runner.lab.marker("feature").is_file(), "X7", "state/ made and the marker in it", "no marker", result)
+    expect.that(
+        runner.lab.marker("feature").is_file(),
+        "X7",
+        expect.say("state/ made and the marker in it", "state/ が作られ、その中にマーカーができる"),
+        expect.say("no marker", "マーカーがありませんでした"),
+        result,
+    )
 
 
 @clause("X8")
@@ -186,8 +215,8 @@ def test_x8_dry_run_writes_nothing(runner, marked):
     expect.that(
         before == after,
         "X8",
-        "no file or folder created or changed",
-        "changed: %s" % sorted(set(before.items()) ^ set(after.items())),
+        expect.say("no file or folder created or changed", "ファイルもフォルダーも作られず、変更もされない"),
+        expect.say("changed: %s", "変更がありました: %s") % sorted(set(before.items()) ^ set(after.items())),
         result,
     )
 
@@ -197,7 +226,13 @@ def test_x8_dry_run_does_not_create_state(runner):
     runner.lab.state.rmdir()
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code(result, 0, "X8")
-    expect.that(not runner.lab.state.exists(), "X8", "no state/ folder made by a dry run", "state/ exists", result)
+    expect.that(
+        not runner.lab.state.exists(),
+        "X8",
+        expect.say("no state/ folder made by a dry run", "ドライランでは state/ フォルダーが作られない"),
+        expect.say("state/ exists", "state/ が存在していました"),
+        result,
+    )
 
 
 def _tree(root):
@@ -210,7 +245,11 @@ def test_x9_ts_has_a_utc_offset(runner):
     record = expect.records(result, 1, "X9")[0]
     ts = expect.field(result, record, "ts")
     expect.that(
-        ts.utcoffset() is not None, "X9", "ts with an offset such as +00:00 or Z", "ts %r" % record.value["ts"], result
+        ts.utcoffset() is not None,
+        "X9",
+        expect.say("ts with an offset such as +00:00 or Z", "ts に +00:00 や Z のようなオフセットが付いている"),
+        expect.say("ts %r", "ts は %r でした") % record.value["ts"],
+        result,
     )
 
 
@@ -220,7 +259,12 @@ def test_x10_apply_sh_does_not_inherit_the_lock(runner):
     apply_sh = invocation.wait_for_descendant(["bash", APPLY], "S4.2")
     lock_path = runner.lab.state / "lock"
     if not lock_path.exists():
-        expect.fail("S5.1", "state/lock while apply.sh runs", "no state/lock", invocation.finish())
+        expect.fail(
+            "S5.1",
+            expect.say("state/lock while apply.sh runs", "apply.sh の実行中に state/lock がある"),
+            expect.say("no state/lock", "state/lock がありませんでした"),
+            invocation.finish(),
+        )
     lock = lock_path.stat()
     holders = []
     for process in [apply_sh] + apply_sh.children(recursive=True):
@@ -235,8 +279,11 @@ def test_x10_apply_sh_does_not_inherit_the_lock(runner):
     expect.that(
         not holders,
         "X10",
-        "no descriptor of state/lock in apply.sh or its children",
-        "state/lock open in %s" % ", ".join(holders),
+        expect.say(
+            "no descriptor of state/lock in apply.sh or its children",
+            "apply.sh とその子プロセスが state/lock のファイルディスクリプターを持たない",
+        ),
+        expect.say("state/lock open in %s", "%s で state/lock が開かれていました") % ", ".join(holders),
         result,
     )
 
@@ -249,20 +296,26 @@ def test_x11_a_name_leaving_state_is_refused(runner, name):
     before = _tree(runner.lab.sub)
     result = runner.run("apply", name)
     expect.finished(result, "X11")
-    expect.that(result.rc != 0, "X11", "a non-zero exit for NAME %r" % name, "exit code 0", result)
+    expect.that(
+        result.rc != 0,
+        "X11",
+        expect.say("a non-zero exit for NAME %r", "NAME %r では 0 以外の終了コードで終了する") % name,
+        expect.say("exit code 0", "終了コード 0 で終了しました"),
+        result,
+    )
     after = _tree(runner.lab.sub)
     expect.that(
         before == after and result.applied() == [],
         "X11",
-        "nothing written, apply.sh not called",
-        "changed: %s" % sorted(set(before.items()) ^ set(after.items())),
+        expect.say("nothing written, apply.sh not called", "何も書かれず、apply.sh も呼ばれない"),
+        expect.say("changed: %s", "変更がありました: %s") % sorted(set(before.items()) ^ set(after.items())),
         result,
     )
     expect.that(
         not Path(str(outside) + ".done").exists(),
         "X11",
-        "no marker outside state/",
-        "%s.done was written" % outside,
+        expect.say("no marker outside state/", "state/ の外にマーカーを作らない"),
+        expect.say("%s.done was written", "%s.done が書かれていました") % outside,
         result,
     )
 
@@ -277,12 +330,18 @@ def test_x12_stderr_passes_through(runner):
 @clause("X13")
 def test_x13_sigterm_while_apply_sh_runs(runner):
     invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "5"}, expect_s=1)
-    invocation.wait_until(lambda: runner.lab.applied_log.exists(), "apply.sh started", "S4.2")
+    invocation.wait_until(
+        lambda: runner.lab.applied_log.exists(), expect.say("apply.sh started", "apply.sh が始まる"), "S4.2"
+    )
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
     expect.exit_code_in(result, EXIT_143, "X13")
     expect.that(
-        result.markers() == [], "X13", "no marker after an interrupted apply", "markers: %s" % result.markers(), result
+        result.markers() == [],
+        "X13",
+        expect.say("no marker after an interrupted apply", "中断された apply のあとにマーカーが残らない"),
+        expect.say("markers: %s", "マーカーが残っていました: %s") % result.markers(),
+        result,
     )
     expect.no_survivors(result, "X13")
 
@@ -297,8 +356,13 @@ def test_x14_a_name_with_other_letters_is_applied_or_refused(runner, name):
         expect.that(
             result.applied() == [name] and runner.lab.marker(name).is_file(),
             "X14",
-            "applied: apply.sh called once with %r and state/%s.done made" % (name, name),
-            "applied.log: %s, markers: %s" % (result.applied(), result.markers() or "(none)"),
+            expect.say(
+                "applied: apply.sh called once with %r and state/%s.done made",
+                "適用: apply.sh が %r で 1 回呼ばれ、state/%s.done が作られる",
+            )
+            % (name, name),
+            expect.say("applied.log: %s, markers: %s", "applied.log は %s、マーカーは %s でした")
+            % (result.applied(), result.markers() or expect.say("(none)", "(なし)")),
             result,
         )
         return
@@ -306,15 +370,16 @@ def test_x14_a_name_with_other_letters_is_applied_or_refused(runner, name):
     expect.that(
         before == after and result.applied() == [],
         "X14",
-        "refused: nothing written, apply.sh not called",
-        "changed: %s, applied.log: %s" % (sorted(set(before.items()) ^ set(after.items())), result.applied()),
+        expect.say("refused: nothing written, apply.sh not called", "拒否: 何も書かれず、apply.sh も呼ばれない"),
+        expect.say("changed: %s, applied.log: %s", "変更がありました: %s(applied.log: %s)")
+        % (sorted(set(before.items()) ^ set(after.items())), result.applied()),
         result,
     )
     lines = result.err.strip().splitlines()
     expect.that(
         len(lines) == 1 and "Traceback" not in result.err,
         "X14",
-        "refused with a one-line message on stderr",
-        "%d line(s) on stderr" % len(lines),
+        expect.say("refused with a one-line message on stderr", "標準エラー出力に 1 行のメッセージを書いて拒否する"),
+        expect.say("%d line(s) on stderr", "標準エラー出力に %d 行出ていました") % len(lines),
         result,
     )

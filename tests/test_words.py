@@ -1,0 +1,153 @@
+"""Every word a failure shows follows the learner's language, read from the suite's source.
+
+A check's expected and actual values, the counts it names and the hints it picks are written
+with expect.say(en, ja): a bare English literal in those places would show up in a Japanese
+report as the one English line. And both texts of a say() must take the same placeholders in
+the same order, or formatting one of them fails at the moment a learner's runner fails.
+"""
+
+import ast
+import re
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from conformance import expect
+
+SUITE = Path(expect.__file__).resolve().parent
+# Every module of the suite that judges: the checks, and the harness's own failures and notes.
+WORDED_MODULES = sorted(SUITE.glob("*.py")) + sorted((SUITE / "tests").glob("test_*.py"))
+
+# Which arguments of a judgement are words a learner reads: (positions, keywords).
+WORDED_ARGUMENTS = {
+    "that": ((2, 3), ("expected", "actual")),
+    "fail": ((1, 2, 4), ("expected", "actual", "hint")),
+    "count_is": ((1,), ("what",)),
+    "took_between": ((4,), ("what",)),
+}
+PLACEHOLDER = re.compile(r"%(?:\(\w+\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[sdifgrxXeEc%]")
+
+
+def _calls(tree: ast.AST, name: str) -> Iterator[ast.Call]:
+    """Calls of expect.NAME (or of NAME itself, as expect.py makes them); pytest.fail is not one."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func
+            if (
+                isinstance(called, ast.Attribute)
+                and called.attr == name
+                and isinstance(called.value, ast.Name)
+                and called.value.id == "expect"
+            ) or (isinstance(called, ast.Name) and called.id == name):
+                yield node
+
+
+def _bare_text(node: ast.AST) -> bool:
+    """Is `node` English written in place: a string literal, an f-string, or `"..." % values`?"""
+    if isinstance(node, ast.Constant):
+        # Words, not a layout of values: "%s: %d" holds no text of its own to translate.
+        return isinstance(node.value, str) and any(c.isalpha() for c in PLACEHOLDER.sub("", node.value))
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mod, ast.Add)):
+        return _bare_text(node.left) or (isinstance(node.op, ast.Add) and _bare_text(node.right))
+    return False
+
+
+def bare_words(path: Path) -> List[Tuple[int, str]]:
+    """(line, judgement) of every judgement in `path` given words that are not say()'s."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for name, (positions, keywords) in WORDED_ARGUMENTS.items():
+        for call in _calls(tree, name):
+            arguments = [call.args[i] for i in positions if i < len(call.args)]
+            arguments += [k.value for k in call.keywords if k.arg in keywords]
+            found += [(call.lineno, name) for argument in arguments if _bare_text(argument)]
+    return found
+
+
+def say_calls(path: Path) -> List[Tuple[int, str, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = []
+    for call in _calls(tree, "say"):
+        texts = [a.value if isinstance(a, ast.Constant) else None for a in call.args]
+        calls.append((call.lineno, texts[0] if texts else None, texts[1] if len(texts) > 1 else None))
+    return calls
+
+
+@pytest.mark.parametrize("path", WORDED_MODULES, ids=lambda path: path.name)
+def test_judgements_are_given_words_in_both_languages(path):
+    bare = bare_words(path)
+    assert not bare, "%s: words not in say(en, ja) at %s" % (
+        path.name,
+        ", ".join("line %d (%s)" % entry for entry in bare),
+    )
+
+
+@pytest.mark.parametrize("path", WORDED_MODULES, ids=lambda path: path.name)
+def test_both_texts_of_a_say_take_the_same_placeholders(path):
+    for line, en, ja in say_calls(path):
+        assert isinstance(en, str) and isinstance(ja, str), "%s:%d: say() takes two string literals" % (
+            path.name,
+            line,
+        )
+        assert PLACEHOLDER.findall(en) == PLACEHOLDER.findall(ja), "%s:%d: %r and %r differ in placeholders" % (
+            path.name,
+            line,
+            en,
+            ja,
+        )
+        assert en != ja and any(ord(c) > 127 for c in ja), "%s:%d: %r is not Japanese" % (path.name, line, ja)
+
+
+def test_the_checker_finds_bare_words(tmp_path):
+    # The test above must be able to fail: a module with each kind of bare text.
+    module = tmp_path / "test_sample.py"
+    module.write_text(
+        "from conformance import expect\n"
+        "expect.that(ok, 'S1.1', 'stdout empty', expect.say('a', 'あ'), result)\n"
+        "expect.fail('S1.1', expect.say('a', 'あ'), 'got %s' % x, result)\n"
+        "expect.fail('S1.1', expect.say('a', 'あ'), expect.say('b', 'い'), result, f'hint {x}')\n"
+        "expect.count_is(result, 'attempts', 1, 2, 'S3.1')\n"
+        "expect.took_between(result, 0, 1, 'S3.4', what='no wait')\n"
+        "expect.that(ok, 'S1.1', expect.say('%d x', 'あ %d') % 1, expect.say('b', 'い'), result)\n"
+    )
+    assert [line for line, _name in bare_words(module)] == [2, 3, 4, 5, 6]
+
+
+def test_say_follows_the_language():
+    saved = expect.LANG
+    try:
+        expect.LANG = "ja"
+        assert expect.say("%d line(s)", "%d 行") % 2 == "2 行"
+        expect.LANG = "en"
+        assert expect.say("%d line(s)", "%d 行") % 2 == "2 line(s)"
+    finally:
+        expect.LANG = saved
+
+
+def _tables():
+    """Every {"en": {...}, "ja": {...}} table of words in the suite's modules."""
+    from conformance import report, view
+
+    for module in (expect, view, report):
+        for name, value in vars(module).items():
+            if isinstance(value, dict) and set(value) >= {"en", "ja"} and isinstance(value["en"], dict):
+                yield "%s.%s" % (module.__name__, name), value
+
+
+@pytest.mark.parametrize("name,table", list(_tables()), ids=lambda value: value if isinstance(value, str) else "")
+def test_every_table_says_everything_in_both_languages_with_the_same_placeholders(name, table):
+    # Japanese may hold more (records.py words some English itself), never less.
+    english, japanese = table["en"], table["ja"]
+    assert set(english) <= set(japanese), "%s: not in Japanese: %s" % (name, set(english) - set(japanese))
+    for key, text in english.items():
+        if isinstance(text, str):
+            assert _placeholders(text) == _placeholders(japanese[key]), "%s[%r]" % (name, key)
+
+
+def _placeholders(text: str) -> List[str]:
+    """The placeholders of `text`: in order when positional, as a set (sorted) when named."""
+    found = PLACEHOLDER.findall(text)
+    return sorted(found) if any("(" in p for p in found) else found
