@@ -96,7 +96,7 @@ def render(data: Mapping, lang: str) -> List[str]:
     failed = [t for t in tests if t["outcome"] == "failed" and t.get("clause") in CLAUSES]
     errors = [t for t in tests if t["outcome"] == "error"]
     lines: List[str] = []
-    hinted = set()
+    hinted: Dict[str, set] = {}
     for step in STEPS:
         found_here = [t for t in failed if CLAUSES[t["clause"]].step == step]
         broken_here = [t for t in failed if CLAUSES[broken_clause(t)].step == step]
@@ -120,10 +120,11 @@ def render(data: Mapping, lang: str) -> List[str]:
             count[same] = count.get(same, 0) + 1
             if same in shown:
                 continue
-            hint = hint_line(clause, lang)
-            if clause in hinted and message.endswith(hint):
+            # A hint is the message's last line: said again in the same words, it is only pointed at.
+            hint = message.splitlines()[-1]
+            if hint in hinted.get(clause, ()) and hint.startswith(hint_line(clause, lang).split(":")[0] + ":"):
                 message = message[: -len(hint)] + words["hint_again"] % {"clause": clause}
-            hinted.add(clause)
+            hinted.setdefault(clause, set()).add(hint)
             if clause != test["clause"]:
                 message += "\n" + words["found_by"] % {"clause": test["clause"], "check": _check_name(test)}
             shown[same] = message

@@ -147,3 +147,19 @@ def test_the_broken_clause_is_read_from_the_message_first_line():
     entry = failure("t::x", "S2.4", "a", "b")
     assert view.broken_clause(dict(entry, clause="S3.3")) == "S2.4"
     assert view.broken_clause({"clause": "S3.3", "message": "HarnessTimeout: [S9.9] odd"}) == "S3.3"
+
+
+def test_a_hint_chosen_from_the_evidence_is_said_once_when_two_checks_get_it():
+    hint = "your runner waited the same time before every retry (1.0, 1.0, 1.0 s)"
+    tests = [
+        {
+            "id": "t::%d" % number,
+            "clause": "S3.2",
+            "outcome": "failed",
+            "message": expect.render("S3.2", "retry 2 after 2s", actual, None, hint),
+            "duration_s": 0.1,
+        }
+        for number, actual in enumerate(("1.00s", "1.00s between records"))
+    ]
+    text = "\n".join(view.render(report(tests), "en"))
+    assert text.count(hint) == 1 and "(hint: as for the failure of S3.2 above)" in text, text
