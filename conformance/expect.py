@@ -95,7 +95,8 @@ def evidence(result: Result) -> List[str]:
     if runs:
         lines.append(labelled(words["runs.jsonl"]))
         # A record is a few hundred characters; a longer line is shown cut (its length says enough).
-        lines.extend("    | " + line for line in tail(runs, 6, width=300).splitlines())
+        more = _in(_JUDGEMENT_WORDS, LANG)["more_chars"]
+        lines.extend("    | " + line for line in tail(runs, 6, width=300, more=more).splitlines())
     applied = result.applied()
     if applied:
         lines.append(labelled(words["applied.log"], ", ".join(applied[-6:])))
@@ -535,7 +536,7 @@ def _show(data: bytes, limit: int = 120) -> str:
     if not data:
         return _in(_JUDGEMENT_WORDS, LANG)["empty"]
     shown = repr(data[:limit])
-    return shown + ("... (%d bytes in all)" % len(data) if len(data) > limit else "")
+    return shown + (_in(_JUDGEMENT_WORDS, LANG)["more_bytes"] % len(data) if len(data) > limit else "")
 
 
 # What the common judgements say, in the learner's language (a check's own words are its own).
@@ -557,6 +558,8 @@ _JUDGEMENT_WORDS = {
         "between": "%s: %.2fs to %.2fs",
         "took": "the runner took %.2fs",
         "empty": "(empty)",
+        "more_bytes": "... (%d bytes in all)",
+        "more_chars": "... (%d characters)",
         "one_object": "every line of runs.jsonl one JSON object",
         "bad_lines": "%d bad line(s); line %d is %s: %s",
         "newline": "every record ends with a newline",
@@ -581,6 +584,8 @@ _JUDGEMENT_WORDS = {
         "between": "%s: %.2f 秒から %.2f 秒",
         "took": "runner は %.2f 秒かかりました",
         "empty": "(空)",
+        "more_bytes": "...(全 %d バイト)",
+        "more_chars": "...(全 %d 文字)",
         "one_object": "runs.jsonl の各行が 1 つの JSON オブジェクト",
         "bad_lines": "不正な行が %d 行。%d 行目は %s: %s",
         "newline": "各レコードが改行で終わる",
@@ -605,7 +610,8 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
         fail(
             clause,
             words["one_object"],
-            words["bad_lines"] % (len(broken), first.number, line_problem(first, LANG), first.shown()),
+            words["bad_lines"]
+            % (len(broken), first.number, line_problem(first, LANG), first.shown(more=words["more_bytes"])),
             result,
         )
     raw = result.runs_bytes()
@@ -622,7 +628,8 @@ def field(result: Result, record: Record, key: str, clause: str = "S7.2") -> Any
         return record.field(key)
     except FieldProblem as problem:
         expected, actual = field_words(problem, LANG)
-        actual = _in(_FIELD_TEXT, LANG)["in_line"] % (actual, record.number, record.shown())
+        shown = record.shown(more=_in(_JUDGEMENT_WORDS, LANG)["more_bytes"])
+        actual = _in(_FIELD_TEXT, LANG)["in_line"] % (actual, record.number, shown)
         fail(clause, expected, actual, result, field_hint(problem, LANG))
 
 

@@ -145,10 +145,10 @@ class Record:
         check = _FIELDS.get(key)
         return self.value[key] if check is None else check(key, self.value[key])
 
-    def shown(self, limit: int = 160) -> str:
-        """The line as it is in the file, cut to `limit` characters, for a failure message."""
+    def shown(self, limit: int = 160, more: str = "... (%d bytes in all)") -> str:
+        """The line as it is in the file, cut to `limit` characters (then `more` says its length)."""
         text = self.line.decode("utf-8", "backslashreplace")
-        return text if len(text) <= limit else "%s... (%d bytes in all)" % (text[:limit], len(self.line))
+        return text if len(text) <= limit else text[:limit] + more % len(self.line)
 
 
 def parse(data: bytes) -> List[Record]:

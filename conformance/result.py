@@ -57,12 +57,13 @@ def small_files(folder: Path) -> Dict[str, bytes]:
     return kept
 
 
-def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None) -> str:
-    """The last `lines` lines of `data` as text, each cut to `width` characters if given."""
+def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None, more: str = "... (%d characters)") -> str:
+    """The last `lines` lines of `data` as text, each cut to `width` characters if given (then
+    `more` says its length)."""
     text = data.decode("utf-8", "replace")
     kept = text.splitlines()[-lines:]
     if width is not None:
-        kept = [line if len(line) <= width else "%s... (%d characters)" % (line[:width], len(line)) for line in kept]
+        kept = [line if len(line) <= width else line[:width] + more % len(line) for line in kept]
     shown = "\n".join(kept)
     if len(shown) > TAIL_CHARS:
         shown = "..." + shown[-TAIL_CHARS:]

@@ -153,7 +153,8 @@ def _check_name(test: Mapping) -> str:
     """A check's name as a learner can read it: `a timeout is retried`, from test_s3_3_a_timeout_is_retried."""
     name = test["id"].split("::")[-1]
     base, _, case = name.partition("[")
-    base = re.sub(r"(hang|flaky|apply)_sh(?=_|$)", r"\1.sh", base)
+    for file_name in ("hang.sh", "flaky.sh", "apply.sh", "runs.jsonl", "applied.log"):
+        base = re.sub(r"%s(?=_|$)" % file_name.replace(".", "_"), file_name, base)
     words = re.sub(r"^test_[a-z]+\d*(_\d+)?_", "", base).replace("_", " ")
     return words + (" [" + case if case else "")
 

@@ -67,7 +67,7 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
 # Words of English prose that no Japanese text of the suite holds (runner, apply.sh, ts... do).
 _ENGLISH_WORDS = (
     "the it is was were not no after before and with started exited still every only exit code seconds line lines "
-    "process processes called running left took"
+    "process processes called running left took bytes characters"
 )
 _ENGLISH = re.compile(r"\b(%s)\b" % "|".join(_ENGLISH_WORDS.split()), re.I)
 # Values and code, which stay as they are in every language: quoted, paths, calls, dotted names.
