@@ -177,10 +177,12 @@ _TABLE = [
         "when the lock is taken: `another run in progress` on stderr, exit 3, apply.sh not called, nothing changed",
         "ロックを取れなければ `another run in progress` を標準エラー出力に書き、3 で終了する。"
         "apply.sh は呼ばず、何も変えない",
-        "Use LOCK_NB (a blocking flock waits instead of failing), catch OSError with errno EAGAIN or "
-        "EACCES, print `another run in progress` to stderr and return 3.",
-        "LOCK_NB を付けてください(付けないと待ってしまいます)。errno が EAGAIN か EACCES の OSError を"
-        "捕まえて、標準エラー出力に `another run in progress` を書き、3 を返してください。",
+        "Use LOCK_NB (a blocking flock waits instead of failing), catch BlockingIOError (the OSError "
+        "with errno EAGAIN that flock raises when the lock is taken), print `another run in progress` "
+        "to stderr and return 3.",
+        "LOCK_NB を付けてください(付けないと待ってしまいます)。ロックが取られているとき flock が送出する "
+        "BlockingIOError(errno が EAGAIN の OSError)を捕まえて、標準エラー出力に `another run in progress` "
+        "を書き、3 を返してください。",
     ),
     (
         "S6.1",
