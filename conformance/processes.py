@@ -134,6 +134,21 @@ def runs_as(process: psutil.Process, argv: Sequence[str]) -> bool:
         return False
 
 
+def stat_fields(path: str) -> List[bytes]:
+    """The fields of a /proc stat file that follow the program's name: state, ppid, ... starttime.
+
+    The name stands in parentheses and may hold spaces and parentheses itself (a runner chooses
+    it), so the fields start after the last ')'. Raises OSError when the process is gone.
+    """
+    with open(path, "rb") as handle:
+        return handle.read().rsplit(b")", 1)[1].split()
+
+
+def started_at(pid: int) -> float:
+    """When process `pid` started, on timing.now()'s clock (to a clock tick, rounded down)."""
+    return int(stat_fields("/proc/%d/stat" % pid)[19]) / timing.CLOCK_TICKS
+
+
 def all_asleep(pid: int) -> bool:
     """Is every thread of process `pid` blocked (sleeping in the kernel), none running or runnable?"""
     try:
@@ -142,8 +157,7 @@ def all_asleep(pid: int) -> bool:
         return True  # gone: nothing of it can still be starting anything
     for tid in tids:
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
+            state = stat_fields("/proc/%d/task/%s/stat" % (pid, tid))[0]
         except (OSError, IndexError):
             continue  # a thread that ended meanwhile
         if state not in (b"S", b"D"):
@@ -302,8 +316,7 @@ class Invocation:
         Once the stand-in has reaped a runner that ended, the pid is free for any new process.
         """
         try:
-            with open("/proc/%d/stat" % self.pid, "rb") as handle:
-                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            parent = int(stat_fields("/proc/%d/stat" % self.pid)[1])
         except (OSError, IndexError, ValueError):
             return False
         return parent == self.process.pid
@@ -353,7 +366,7 @@ class Invocation:
 
     def _start_of(self, process: psutil.Process) -> float:
         try:
-            return timing.started_at(process.pid)
+            return started_at(process.pid)
         except (OSError, IndexError, ValueError):
             return self.started  # gone already: the runner's start is the earliest it can have been
 

@@ -29,13 +29,6 @@ def now() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-def started_at(pid: int) -> float:
-    """When process `pid` started, on now()'s clock (to a clock tick, rounded down)."""
-    with open("/proc/%d/stat" % pid, "rb") as handle:
-        fields = handle.read().rsplit(b")", 1)[1].split()
-    return int(fields[19]) / CLOCK_TICKS
-
-
 # A runner's own start-up and shut-down (interpreter, imports, writing runs.jsonl): what it may add
 # where a check can only time the runner as a whole (a quick command must not wait for a timeout).
 OVERHEAD_S = 1.5 * SCALE

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from conformance import identity, timing
-from conformance.processes import TOKEN_VAR, all_asleep, runs_as
+from conformance.processes import TOKEN_VAR, all_asleep, runs_as, started_at
 
 FIXTURES = "/opt/fixtures/pyops/bin"
 
@@ -70,7 +70,7 @@ def test_runs_as_a_process_that_is_gone(spawn):
 def test_started_at_is_on_the_harness_clock(spawn):
     before = timing.now()
     process = spawn(["sleep", "5"])
-    started = timing.started_at(process.pid)
+    started = started_at(process.pid)
     after = timing.now()
     # /proc counts in clock ticks, rounding down: at most one tick before the call.
     assert before - 1.0 / timing.CLOCK_TICKS <= started <= after
