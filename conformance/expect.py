@@ -667,7 +667,7 @@ def line_problem(record: Record, lang: str) -> str:
         return record.problem or ""
     values = record.problem_values
     if kind == "not_object":
-        values = (_in(_FIELD_TEXT, lang)["types"].get(values[0], values[0]),)
+        values = (_in(_FIELD_TEXT, lang).get("types", {}).get(values[0], values[0]),)
     elif kind == "not_json":
         values = (_in(_JSON_ERRORS, lang).get(values[0], values[0]),) + tuple(values[1:])
     return words[kind] % values
@@ -728,6 +728,7 @@ _FIELD_TEXT: Mapping[str, Mapping[str, Any]] = {
             "a string": "文字列",
             "a list": "リスト",
             "an object": "オブジェクト",
+            "null": "null 値",
         },
     },
 }

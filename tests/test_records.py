@@ -152,13 +152,19 @@ def result_with_runs(tmp_path, data: bytes) -> Result:
 )
 def test_expect_turns_any_runs_jsonl_into_a_pass_or_a_clause_failure(tmp_path_factory, data):
     result = result_with_runs(tmp_path_factory.mktemp("lab"), data)
+    saved = expect.LANG
     try:
-        found = expect.records(result, 1)
-        for key in records.KEYS:
-            expect.field(result, found[0], key)
-    except expect.ClauseFailure as failure:
-        assert failure.clause in ("S7.1", "S7.2")
-        assert "expected:" in str(failure)
+        for lang, label in (("en", "expected:"), ("ja", "期待:")):  # the same judgement in each language
+            expect.LANG = lang
+            try:
+                found = expect.records(result, 1)
+                for key in records.KEYS:
+                    expect.field(result, found[0], key)
+            except expect.ClauseFailure as failure:
+                assert failure.clause in ("S7.1", "S7.2")
+                assert label in str(failure)
+    finally:
+        expect.LANG = saved
 
 
 def test_a_missing_key_fails_s7_2_quoting_the_line(tmp_path):
@@ -227,3 +233,33 @@ def test_a_backoff_schedule_s_shape_names_the_mistake(waits, mistake):
     else:
         wanted = expect._SCHEDULE_WORDS["en"][mistake]
         assert hint == (wanted if "%s" not in wanted else wanted % ", ".join("%.1f" % w for w in waits))
+
+
+# A line for every kind of problem that keeps it from being a record.
+LINES_BY_PROBLEM = {
+    "blank": b"  ",
+    "bom": b"\xef\xbb\xbf{}",
+    "too_long": b"1" * (records.MAX_LINE + 1),
+    "not_utf8": b"\xff",
+    "too_deep": b"[" * 30000 + b"]" * 30000,  # under MAX_LINE, deeper than any recursion limit
+    "not_json": b"{",
+    "not_object": b"null",
+    "twice": b'{"a": 1, "a": 2}',
+    "constant": b"NaN",
+    "digits": b"1" * (records.MAX_DIGITS + 1),
+    "out_of_range": b"1e999",
+}
+
+
+def test_every_line_problem_has_a_line_that_shows_it():
+    assert set(LINES_BY_PROBLEM) == set(records.LINE_PROBLEMS)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("kind", sorted(LINES_BY_PROBLEM))
+def test_a_line_problem_is_worded_in_each_language(kind, lang):
+    record = records.parse_line(1, LINES_BY_PROBLEM[kind])
+    assert record.problem_kind == kind
+    text = expect.line_problem(record, lang)
+    assert text and (text == record.problem) == (lang == "en")
+    assert lang == "en" or any(ord(c) > 127 for c in text), text
