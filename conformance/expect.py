@@ -494,6 +494,35 @@ def stderr_has(result: Result, text: str, clause: str) -> None:
     that(text in result.err, clause, words["on_stderr"] % text, words["stderr"] % _show(result.stderr), result)
 
 
+def apply_sh_not_called(result: Result, clause: str) -> None:
+    """applied.log stayed empty: apply.sh was never called."""
+    __tracebackhide__ = True
+    not_called = _in(_JUDGEMENT_WORDS, LANG)["not_applied"]
+    that(result.applied() == [], clause, not_called, shown_applied(result.applied()), result)
+
+
+def no_marker(result: Result, clause: str) -> None:
+    """No state/NAME.done was made."""
+    __tracebackhide__ = True
+    that(
+        result.markers() == [],
+        clause,
+        _in(_JUDGEMENT_WORDS, LANG)["no_marker"],
+        shown_markers(result.markers()),
+        result,
+    )
+
+
+def shown_applied(lines: Sequence[str]) -> str:
+    """What applied.log held, as a check's actual value."""
+    return _in(_JUDGEMENT_WORDS, LANG)["applied_log"] % list(lines)
+
+
+def shown_markers(names: Sequence[str]) -> str:
+    """Which markers there were, as a check's actual value."""
+    return _in(_JUDGEMENT_WORDS, LANG)["markers"] % list(names)
+
+
 def count_is(result: Result, what: str, found: int, wanted: int, clause: str) -> None:
     """A count the test observed (attempts, calls), as it must be."""
     __tracebackhide__ = True
@@ -558,6 +587,10 @@ _JUDGEMENT_WORDS = {
         "between": "%s: %.2fs to %.2fs",
         "took": "the runner took %.2fs",
         "empty": "(empty)",
+        "not_applied": "apply.sh not called",
+        "applied_log": "applied.log: %s",
+        "no_marker": "no marker",
+        "markers": "markers: %s",
         "more_bytes": "... (%d bytes in all)",
         "more_chars": "... (%d characters)",
         "one_object": "every line of runs.jsonl one JSON object",
@@ -584,6 +617,10 @@ _JUDGEMENT_WORDS = {
         "between": "%s: %.2f 秒から %.2f 秒",
         "took": "runner は %.2f 秒かかりました",
         "empty": "(空)",
+        "not_applied": "apply.sh が呼ばれない",
+        "applied_log": "applied.log の内容は %s でした",
+        "no_marker": "マーカーが作られない",
+        "markers": "マーカーは %s でした",
         "more_bytes": "...(全 %d バイト)",
         "more_chars": "...(全 %d 文字)",
         "one_object": "runs.jsonl の各行が 1 つの JSON オブジェクト",

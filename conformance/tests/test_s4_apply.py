@@ -33,13 +33,7 @@ def test_s4_1_marker_present_means_already_applied(runner):
 def test_s4_1_marker_present_means_apply_sh_not_called(runner):
     result = marker_present(runner)
     expect.finished(result, "S4.1")
-    expect.that(
-        result.applied() == [],
-        "S4.1",
-        expect.say("apply.sh not called", "apply.sh を呼ばない"),
-        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
-        result,
-    )
+    expect.apply_sh_not_called(result, "S4.1")
 
 
 @clause("S4.1")
@@ -53,7 +47,7 @@ def test_s4_1_second_apply_is_a_no_op(runner):
         second.applied() == ["feature"],
         "S4.1",
         expect.say("apply.sh called once over two applies", "2 回の apply で apply.sh が 1 回だけ呼ばれる"),
-        expect.say("applied.log: %s", "applied.log の内容: %s") % second.applied(),
+        expect.shown_applied(second.applied()),
         second,
     )
 
@@ -74,7 +68,7 @@ def test_s4_2_apply_calls_apply_sh_with_the_name(runner, name):
         result.applied() == [name],
         "S4.2",
         expect.say("apply.sh called once with %r", "apply.sh が %r で 1 回だけ呼ばれる") % name,
-        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
+        expect.shown_applied(result.applied()),
         result,
     )
 
@@ -88,7 +82,7 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
         result.applied() == ["feature"],
         "S4.2",
         expect.say("apply.sh called for 'feature'", "apply.sh が 'feature' について呼ばれる"),
-        expect.say("applied.log: %s", "applied.log の内容: %s") % result.applied(),
+        expect.shown_applied(result.applied()),
         result,
     )
 
@@ -153,13 +147,7 @@ def test_s4_4_failure_exits_1_whatever_apply_sh_exited_with(runner):
 def test_s4_4_failure_leaves_no_marker(runner):
     result = runner.observe("apply", "broken", env=FAILING)
     expect.finished(result, "S4.4")
-    expect.that(
-        result.markers() == [],
-        "S4.4",
-        expect.say("no marker", "マーカーがない"),
-        expect.say("markers: %s", "マーカー: %s") % result.markers(),
-        result,
-    )
+    expect.no_marker(result, "S4.4")
 
 
 @clause("S4.4")
@@ -172,7 +160,7 @@ def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
         fixed.applied() == ["broken", "broken"],
         "S4.4",
         expect.say("apply.sh called again after the failure", "失敗のあと apply.sh がもう一度呼ばれる"),
-        expect.say("applied.log: %s", "applied.log の内容: %s") % fixed.applied(),
+        expect.shown_applied(fixed.applied()),
         fixed,
     )
     expect.that(
@@ -193,6 +181,6 @@ def test_s4_4_failure_does_not_touch_other_markers(runner):
         result.markers() == ["earlier.done"],
         "S4.4",
         expect.say("only the earlier marker", "前からあったマーカーだけ"),
-        expect.say("markers: %s", "マーカー: %s") % result.markers(),
+        expect.shown_markers(result.markers()),
         result,
     )

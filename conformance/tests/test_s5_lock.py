@@ -44,20 +44,8 @@ def test_s5_2_held_lock_exits_3(runner, shared):
 def test_s5_2_held_lock_changes_nothing(runner, shared):
     result = refused(runner, shared)
     expect.finished(result, "S5.2")
-    expect.that(
-        result.applied() == [],
-        "S5.2",
-        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
-        result,
-    )
-    expect.that(
-        result.markers() == [],
-        "S5.2",
-        expect.say("no marker", "マーカーが作られない"),
-        expect.say("markers: %s", "マーカーは %s でした") % result.markers(),
-        result,
-    )
+    expect.apply_sh_not_called(result, "S5.2")
+    expect.no_marker(result, "S5.2")
 
 
 @clause("S5.2")
@@ -85,7 +73,7 @@ def test_s5_2_second_runner_while_the_first_applies(runner, second):
         seen.first.applied() == ["first"],
         "S5.2",
         expect.say("apply.sh called by the first runner only", "apply.sh を呼ぶのは最初の runner だけ"),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % seen.first.applied(),
+        expect.shown_applied(seen.first.applied()),
         getattr(seen, second),
     )
 
@@ -110,13 +98,7 @@ def test_s5_2_marker_present_and_lock_held(runner):
     runner.hold_lock()
     result = runner.run("apply", "feature")
     expect.exit_code_in(result, (0, 3), "S5.2")
-    expect.that(
-        result.applied() == [],
-        "S5.2",
-        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
-        result,
-    )
+    expect.apply_sh_not_called(result, "S5.2")
 
 
 @clause("S5.1")

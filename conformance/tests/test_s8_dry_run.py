@@ -23,26 +23,14 @@ def dry_run(runner, name="feature", marked=False):
 def test_s8_1_apply_sh_is_not_called(runner, marked):
     result = dry_run(runner, marked=marked)
     expect.finished(result, "S8.1")
-    expect.that(
-        result.applied() == [],
-        "S8.1",
-        expect.say("apply.sh not called", "apply.sh が呼ばれない"),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
-        result,
-    )
+    expect.apply_sh_not_called(result, "S8.1")
 
 
 @clause("S8.1")
 def test_s8_1_no_marker_is_created(runner):
     result = dry_run(runner)
     expect.finished(result, "S8.1")
-    expect.that(
-        result.markers() == [],
-        "S8.1",
-        expect.say("no marker", "マーカーが作られない"),
-        expect.say("markers: %s", "マーカーは %s でした") % result.markers(),
-        result,
-    )
+    expect.no_marker(result, "S8.1")
 
 
 @clause("S8.1")
@@ -57,7 +45,7 @@ def test_s8_1_a_real_apply_still_runs_afterwards(runner):
             "the real apply calls apply.sh (the dry run marked nothing)",
             "本番の apply が apply.sh を呼ぶ(ドライランは何もマーカーを作っていない)",
         ),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        expect.shown_applied(result.applied()),
         result,
     )
 
@@ -121,6 +109,6 @@ def test_s8_3_after_a_real_apply(runner):
         result.applied() == ["feature"],
         "S8.1",
         expect.say("no second apply.sh call", "apply.sh の 2 回目の呼び出しがない"),
-        expect.say("applied.log: %s", "applied.log の内容は %s でした") % result.applied(),
+        expect.shown_applied(result.applied()),
         result,
     )

@@ -340,7 +340,7 @@ def test_x13_sigterm_while_apply_sh_runs(runner):
         result.markers() == [],
         "X13",
         expect.say("no marker after an interrupted apply", "中断された apply のあとにマーカーが残らない"),
-        expect.say("markers: %s", "マーカーが残っていました: %s") % result.markers(),
+        expect.shown_markers(result.markers()),
         result,
     )
     expect.no_survivors(result, "X13")
