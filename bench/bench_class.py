@@ -10,7 +10,8 @@ graded again with nothing changed. Prints:
 
 * wall time, submissions per minute and CPU-seconds per submission of the class grading;
 * the CPU floor, N x (mean CPU-seconds of one grading alone) / cores: the shortest wall time any
-  schedule could reach; and the floor's share of the wall time (goal: at least 80%);
+  schedule could reach; and the floor's share of the wall time (goal: at least 80%); and how busy
+  the class kept the CPU (its own CPU-seconds / (wall x cores));
 * the submissions whose verdict (every check's outcome) differs from their grading alone (goal:
   none), and the second run's wall time (goal: under 5 s).
 
@@ -146,6 +147,9 @@ def main() -> int:
     print("CPU-s per submission:%7.1f (alone: %.1f)" % (cpu / size, cpu_alone))
     print("CPU floor:           %7.1f s  (%d x %.1f CPU-s / %d cores)" % (floor, size, cpu_alone, cores))
     print("share of the floor:  %7.0f %%  (goal >= %d %%)" % (share * 100, SHARE_GOAL * 100))
+    # How busy the class kept the CPU, from its own CPU-seconds: unlike the share, it does not move
+    # with the alone baseline, nor with what a grading costs more under load than alone.
+    print("CPU in use:          %7.0f %%  (the class's CPU-seconds / (wall x cores))" % (cpu / (wall * cores) * 100))
     print("verdicts unlike alone: %s" % (", ".join(differ) or "none"))
     print("second run:          %7.1f s  (goal < %g s)" % (rerun, RERUN_GOAL_S))
     return 0 if share >= SHARE_GOAL and not differ and rerun < RERUN_GOAL_S else 1
