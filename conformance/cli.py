@@ -127,6 +127,8 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     ]
     if options.verbose:
         args.append("-v")
+    if options.view == "learner" and options.repeat == 1:
+        args.append("--lab-progress")
     if not plugin_is_installed():
         args += ["-p", "conformance.plugin"]
     if options.runner:

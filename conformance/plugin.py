@@ -7,12 +7,13 @@ Loaded through the `pytest11` entry point, so the suite also runs as plain
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -104,6 +105,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="private mount namespaces, or the real lab paths one test at a time",
     )
     group.addoption("--lab-json", default=None, help="write the JSON report to this file")
+    group.addoption(
+        "--lab-progress",
+        action="store_true",
+        help="say each lab step's result as soon as all its checks are done (the learner view)",
+    )
     group.addoption(
         "--lab-clause",
         action="append",
@@ -327,15 +333,70 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         test_report.user_properties.append(("harness_error", True))
 
 
+class Progress:
+    """One line per lab step, said as soon as the last of its checks is done (the learner view).
+
+    A check's step is its module's (test_s3_retries.py holds S3's checks, test_x_extended.py X's),
+    so the controller knows each step's count from the collected ids alone, under xdist too.
+    """
+
+    _STEP = re.compile(r"(?:^|/)test_(s\d+|x)_[^/]*\.py::")
+
+    def __init__(self, enabled: bool, lang: str) -> None:
+        self.enabled = enabled
+        self.lang = lang
+        self.left: Dict[str, List[str]] = {}
+
+    def expect(self, ids: Sequence[str]) -> None:
+        if not self.enabled or self.left or not ids:
+            return
+        for nodeid in ids:
+            step = self._step_of(nodeid)
+            if step is not None:
+                self.left.setdefault(step, []).append(nodeid)
+
+    def done(self, nodeid: str, outcomes: report.Outcomes) -> None:
+        step = self._step_of(nodeid)
+        if not self.enabled or step not in self.left or nodeid not in self.left[step]:
+            return
+        self.left[step].remove(nodeid)
+        if not self.left[step]:
+            ids = self._ids_of(step, outcomes)
+            passed = sum(1 for test in outcomes.as_list() if test["id"] in ids and test["outcome"] == "passed")
+            line = view.progress_line(step, passed, len(ids), self.lang)
+            # The real terminal: the learner view keeps pytest's own output back until the end.
+            stream = sys.__stdout__
+            if stream is not None:
+                stream.write(line + "\n")
+                stream.flush()
+
+    def _ids_of(self, step: str, outcomes: report.Outcomes) -> List[str]:
+        return [test["id"] for test in outcomes.as_list() if self._step_of(test["id"]) == step]
+
+    def _step_of(self, nodeid: str) -> Optional[str]:
+        found = self._STEP.search(nodeid)
+        return found.group(1).upper() if found else None
+
+
 class Collector:
     """On the controller: gathers every test's outcome, writes the reports, restores the lab."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.tests = report.Outcomes()
+        self.progress = Progress(config.getoption("--lab-progress"), expect.LANG)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.progress.expect([item.nodeid for item in session.items])  # none here under xdist
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: List[str]) -> None:
+        self.progress.expect(ids)  # every worker collects the same checks
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.tests.add(report)
+        if report.when == "teardown":  # a check's last phase, whatever happened before it
+            self.progress.done(report.nodeid, self.tests)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         info = self.config.pyops  # type: ignore[attr-defined]

@@ -30,6 +30,7 @@ _WORDS = {
         "isolation": "isolation: %s",
         "shared": "  (no private namespace: %s; tests run one at a time on the real lab paths,"
         " which are put back afterwards)",
+        "progress": "%(step)s done: %(passed)d of %(total)d checks passed",
         "own_user": "runner user: an unprivileged uid of its own per check, no capabilities",
         "grader_user": "runner user: the grader's own (uid %d): %s",
     },
@@ -47,6 +48,7 @@ _WORDS = {
         "isolation": "分離: %s",
         "shared": "  (専用の名前空間がありません: %s。チェックは 1 つずつ実際のラボのパスで行い、"
         "終わったら元に戻します)",
+        "progress": "%(step)s 完了: %(total)d 件中 %(passed)d 件のチェックが合格",
         "own_user": "runner のユーザー: チェックごとに専用の特権のない uid(ケーパビリティなし)",
         "grader_user": "runner のユーザー: 採点側と同じ(uid %d): %s",
     },
@@ -81,6 +83,11 @@ def header(info: Mapping, lang: str = "en") -> List[str]:
     else:
         lines.append(words["grader_user"] % (os.geteuid(), info["why_not_own_user"]))
     return lines
+
+
+def progress_line(step: str, passed: int, total: int, lang: str) -> str:
+    """What the learner sees while grading goes on: a step whose checks are all done."""
+    return _WORDS[lang]["progress"] % {"step": step, "passed": passed, "total": total}
 
 
 def render(data: Mapping, lang: str) -> List[str]:

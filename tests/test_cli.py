@@ -240,3 +240,19 @@ def test_a_wrapper_interpreter_is_resolved_to_the_python_it_runs(tmp_path):
     graded = grade(tmp_path, REFERENCE, "--python", str(wrapper), "--clause", "S2.1", workers=2)
     assert graded.rc == 0, graded.explain()
     assert graded.report["python"] == os.path.realpath(real) or graded.report["python"] == real
+
+
+@pytest.mark.parametrize(
+    "lang,line", [("en", "S1 done: %d of %d checks passed"), ("ja", "S1 完了: %d 件中 %d 件のチェックが合格")]
+)
+def test_the_learner_view_says_each_step_as_soon_as_it_is_done(tmp_path, lang, line):
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1", "--clause", "S8.2", "--lang", lang)
+    assert graded.rc == 1, graded.explain()
+    tests = graded.report["tests"]
+    in_s1 = [test for test in tests if test["clause"].startswith("S1.")]
+    passed = sum(test["outcome"] == "passed" for test in in_s1)
+    counts = (passed, len(in_s1)) if lang == "en" else (len(in_s1), passed)
+    assert passed < len(in_s1) and (line % counts) in graded.stdout, graded.stdout
+    # Before the failures and the table: said while the grading went on.
+    assert graded.stdout.index(line % counts) < graded.stdout.index("[S1.3]")
+    assert graded.stdout.count(" done: " if lang == "en" else " 完了: ") == 2  # S1 and S8, once each
