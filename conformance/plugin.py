@@ -345,33 +345,33 @@ class Progress:
     def __init__(self, enabled: bool, lang: str) -> None:
         self.enabled = enabled
         self.lang = lang
-        self.left: Dict[str, List[str]] = {}
+        self.total: Dict[str, int] = {}  # checks per step
+        self.left: Dict[str, set] = {}  # of those, the ones not done yet
 
     def expect(self, ids: Sequence[str]) -> None:
-        if not self.enabled or self.left or not ids:
+        if not self.enabled or self.total or not ids:
             return
         for nodeid in ids:
             step = self._step_of(nodeid)
             if step is not None:
-                self.left.setdefault(step, []).append(nodeid)
+                self.left.setdefault(step, set()).add(nodeid)
+        self.total = {step: len(left) for step, left in self.left.items()}
 
     def done(self, nodeid: str, outcomes: report.Outcomes) -> None:
         step = self._step_of(nodeid)
         if not self.enabled or step not in self.left or nodeid not in self.left[step]:
             return
-        self.left[step].remove(nodeid)
-        if not self.left[step]:
-            ids = self._ids_of(step, outcomes)
-            passed = sum(1 for test in outcomes.as_list() if test["id"] in ids and test["outcome"] == "passed")
-            line = view.progress_line(step, passed, len(ids), self.lang)
-            # The real terminal: the learner view keeps pytest's own output back until the end.
-            stream = sys.__stdout__
-            if stream is not None:
-                stream.write(line + "\n")
-                stream.flush()
-
-    def _ids_of(self, step: str, outcomes: report.Outcomes) -> List[str]:
-        return [test["id"] for test in outcomes.as_list() if self._step_of(test["id"]) == step]
+        self.left[step].discard(nodeid)
+        if self.left[step]:
+            return
+        passed = sum(
+            1 for test in outcomes.as_list() if test["outcome"] == "passed" and self._step_of(test["id"]) == step
+        )
+        # The real terminal: the learner view keeps pytest's own output back until the end.
+        stream = sys.__stdout__
+        if stream is not None:
+            stream.write(view.progress_line(step, passed, self.total[step], self.lang) + "\n")
+            stream.flush()
 
     def _step_of(self, nodeid: str) -> Optional[str]:
         found = self._STEP.search(nodeid)

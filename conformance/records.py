@@ -174,8 +174,8 @@ def parse_line(number: int, line: bytes) -> Record:
         return _broken(number, line, *refused.args)
     except RecursionError:
         return _broken(number, line, "too_deep")
-    except json.JSONDecodeError as error:  # one line: its column says where
-        return _broken(number, line, "not_json", error.msg, error.colno)
+    except ValueError as error:  # json's JSONDecodeError: one line, so its column says where
+        return _broken(number, line, "not_json", getattr(error, "msg", str(error)), getattr(error, "colno", 0))
     if not isinstance(value, dict):
         return _broken(number, line, "not_object", json_type(value))
     return Record(number, line, value=value)
