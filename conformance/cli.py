@@ -2,11 +2,12 @@
 
     pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
     pyops-conformance worker --broker URL               grade a class's submissions sent by Celery
+    pyops-conformance roots make [--count N]            system roots for chroot isolation (an image's build)
 
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
                       [-n WORKERS] [-k EXPR]
-                      [--isolation auto|namespace|shared] [--repeat N] [--view learner|pytest]
+                      [--isolation auto|namespace|chroot|shared] [--repeat N] [--view learner|pytest]
 
 Exit status: 0 every selected check passed, 1 a check failed, 2 a usage or harness error (or,
 with --repeat, a check whose outcome varied between rounds).
@@ -79,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--isolation",
         default="auto",
-        choices=("auto", "namespace", "shared"),
-        help="private mount namespaces, or the real lab paths one test at a time",
+        choices=("auto", "namespace", "chroot", "shared"),
+        help="private mount namespaces, private system roots (chroot), or the real lab paths one test at a time "
+        "(default auto: the first of these that works here)",
     )
     parser.add_argument(
         "--repeat",
@@ -93,9 +95,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def default_workers() -> int:
-    # The checks mostly wait (timeouts, backoffs, signals), so several per core keep the CPU busy.
-    return min(16, 4 * (os.cpu_count() or 1))
+def default_workers(cpus: Optional[float] = None) -> int:
+    # The checks mostly wait (timeouts, backoffs, signals), so several per core keep the CPU busy;
+    # but each worker costs most of a CPU-second to start, which a container held to half a CPU
+    # pays in wall time.
+    cpus = available_cpus() if cpus is None else cpus
+    return max(2, min(16, int(4 * cpus)))
+
+
+def available_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:
+    """The CPUs this process may use: the cores, or less under a CPU quota (docker run --cpus)."""
+    cores = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    for path, parse in ((cgroup / "cpu.max", _quota_v2), (cgroup / "cpu" / "cpu.cfs_quota_us", _quota_v1)):
+        try:
+            quota = parse(path)
+        except (OSError, ValueError, IndexError):
+            continue
+        if quota is not None:
+            return min(cores, quota)
+    return cores
+
+
+def _quota_v2(path: Path) -> Optional[float]:
+    quota, period = path.read_text().split()[:2]  # "50000 100000", or "max 100000"
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def _quota_v1(path: Path) -> Optional[float]:
+    quota = int(path.read_text())
+    period = int((path.parent / "cpu.cfs_period_us").read_text())
+    return None if quota < 0 else quota / period
 
 
 def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
@@ -136,6 +165,8 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if options.python:
         args += ["--runner-python", options.python]
     workers = default_workers() if options.workers is None else options.workers
+    if options.decided_isolation == "chroot":
+        workers = min(workers, options.decided["roots"])  # a root per check at a time
     if workers > 0 and options.decided_isolation != "shared":
         # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
         # (backoff schedules, lock contention) never queue up behind each other on one worker.
@@ -206,6 +237,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from conformance.classroom.command import main_class
 
         return main_class(argv[1:])
+    if argv[:1] == ["roots"]:
+        from conformance import roots
+
+        return roots.main(argv[1:])
     if argv[:1] == ["worker"]:
         from conformance.classroom.command import main_worker
 

@@ -23,7 +23,17 @@ from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
 from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
 from conformance.restore import Snapshot
-from conformance.sandbox import LAB_PATHS, NAMESPACE, SHARED, SUB_DIR, LabMaker, probe_namespace
+from conformance.sandbox import (
+    CHROOT,
+    LAB_PATHS,
+    MODES,
+    NAMESPACE,
+    SHARED,
+    SUB_DIR,
+    LabMaker,
+    probe_chroot,
+    probe_namespace,
+)
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
@@ -101,8 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--lab-isolation",
         default="auto",
-        choices=("auto", NAMESPACE, SHARED),
-        help="private mount namespaces, or the real lab paths one test at a time",
+        choices=("auto",) + MODES,
+        help="private mount namespaces, private system roots, or the real lab paths one test at a time",
     )
     group.addoption("--lab-json", default=None, help="write the JSON report to this file")
     group.addoption(
@@ -166,11 +176,9 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
     if not runner_file.is_file():
         raise Refused("runner file not found: %s" % runner_file)
     python = real_interpreter(python or base_interpreter())
-    plan, why_not = probe_namespace() if isolation != SHARED else (None, "shared mode was asked for")
-    if isolation == NAMESPACE and plan is None:
-        raise Refused("namespace isolation is not possible here: %s" % why_not)
+    isolation, plan, why_not, roots_found = _isolation(isolation, python)
     # In shared mode the runner's uid must reach the real lab (an image opens /root for it).
-    closed = identity.closed_ancestor(SUB_DIR) if plan is None else None
+    closed = identity.closed_ancestor(SUB_DIR) if isolation == SHARED else None
     try:
         user, why_not_own = identity.decide(runner_user, bool(plan and plan.user_namespace), closed)
     except ValueError as error:
@@ -178,11 +186,32 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
     return {
         "runner": str(runner_file.resolve()),
         "python": python,
-        "isolation": NAMESPACE if plan is not None else SHARED,
+        "isolation": isolation,
         "why_not_namespace": why_not,
+        "roots": roots_found,
         "runner_user": user,
         "why_not_own_user": why_not_own,
     }
+
+
+def _isolation(asked: str, python: str):
+    """(isolation, mount plan, why not a namespace, roots): the first of namespace, chroot, shared that works."""
+    if asked == SHARED:
+        return SHARED, None, "shared mode was asked for", 0
+    if asked in ("auto", NAMESPACE):
+        plan, why_not = probe_namespace()
+        if plan is not None:
+            return NAMESPACE, plan, "", 0
+        if asked == NAMESPACE:
+            raise Refused("namespace isolation is not possible here: %s" % why_not)
+    else:
+        why_not = "chroot mode was asked for"
+    roots, why_not_roots = probe_chroot(python)
+    if roots is not None:
+        return CHROOT, None, why_not, len(roots)
+    if asked == CHROOT:
+        raise Refused("chroot isolation is not possible here: %s" % why_not_roots)
+    return SHARED, None, "%s; and no chroot: %s" % (why_not, why_not_roots), 0
 
 
 def pytest_configure_node(node) -> None:  # pytest-xdist hook, called on the controller

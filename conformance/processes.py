@@ -25,7 +25,7 @@ from conformance.commands import FLAKY_STATE
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
-from conformance.sandbox import SUB_DIR, Lab
+from conformance.sandbox import STATE_DIR, SUB_DIR, Lab
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -204,6 +204,7 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
 
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _stand_between(
@@ -226,6 +227,10 @@ def _stand_between(
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
         cap = FILE_CAP if limit == resource.RLIM_INFINITY else min(FILE_CAP, limit)
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+        # The runner's orphans become the stand-in's, which reaps them at once, as an init does in
+        # a container (tini): a killed grandchild must not linger as a zombie that kill(-pgid, 0)
+        # still counts, least of all where a runner has no /proc to tell zombies apart (chroot).
+        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         pid = _libc.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
         if pid != 0:
             if pid > 0:
@@ -233,7 +238,10 @@ def _stand_between(
             os.closerange(3, 65536)  # let the parent see the exec succeed (its pipe is ours too)
             if pid < 0:
                 os._exit(125)
-            status = os.waitpid(pid, 0)[1]
+            while True:
+                ended, status = os.waitpid(-1, 0)
+                if ended == pid:
+                    break
             if os.WIFSIGNALED(status):
                 if os.WTERMSIG(status) != signal.SIGKILL:  # SIGKILL's handler cannot be set
                     signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
@@ -620,7 +628,7 @@ class Driver:
             "fd = os.open(%r, os.O_RDWR | os.O_CREAT, 0o644)\n"
             "fcntl.flock(fd, fcntl.%s)\n"
             "open(%r, 'w').close()\n"
-            "time.sleep(600)\n" % (str(self.lab.state / "lock"), mode, str(ready))
+            "time.sleep(600)\n" % (str(STATE_DIR / "lock"), mode, str(ready))
         )
         return self.helper([self.python, "-c", code], ready=ready)  # the runner's interpreter: its uid can run it
 

@@ -7,9 +7,12 @@ its own version of those two folders. Two ways to give it one:
   test's own folders are bind-mounted onto the lab's paths. Tests run in parallel and the real
   folders are never touched. A lab path that does not exist on this machine is made inside the
   namespace only, on an overlay of its nearest existing parent, so the machine stays as it was.
-* ``shared``: where no namespace can be made (an unprivileged container), the lab's real paths
-  are used, one test at a time (an flock serialises even parallel workers), and whatever was in
-  them before the session is put back byte for byte afterwards (see restore.py).
+* ``chroot``: where no namespace can be made but chroot can (an unprivileged container with
+  Docker's default capabilities), each test leases a system root (see roots.py) and its processes
+  are chrooted into it, where the test's own folders are the lab's paths. Tests run in parallel.
+* ``shared``: where neither can be made, the lab's real paths are used, one test at a time (an
+  flock serialises even parallel workers), and whatever was in them before the session is put
+  back byte for byte afterwards (see restore.py).
 """
 
 import contextlib
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence
 
+from conformance import roots
 from conformance.identity import RunnerUser, closed_ancestor, hand_over
 
 SUB_DIR = Path("/root/pyops/sub")
@@ -47,7 +51,9 @@ FIXTURES = _fixtures_dir()
 SHARED_LOCK = Path(tempfile.gettempdir()) / "pyops-conformance.shared.lock"
 
 NAMESPACE = "namespace"
+CHROOT = "chroot"
 SHARED = "shared"
+MODES = (NAMESPACE, CHROOT, SHARED)
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -166,12 +172,19 @@ class Lab:
     """
 
     def __init__(
-        self, root: Path, mode: str, runner_source: Path, plan: Optional[MountPlan], user: Optional[RunnerUser] = None
+        self,
+        root: Path,
+        mode: str,
+        runner_source: Path,
+        plan: Optional[MountPlan],
+        user: Optional[RunnerUser] = None,
+        system_root: Optional[Path] = None,
     ):
         self.root = root
         self.mode = mode
         self.plan = plan
         self.user = user
+        self.system_root = system_root  # chroot mode: the root its processes live in
         # The runner's uid passes through root/ (not list it) to work/, which it owns; output/
         # (what the runner printed, kept by the harness) stays the grader's alone.
         os.chmod(str(root), 0o711)
@@ -182,6 +195,9 @@ class Lab:
         if mode == NAMESPACE:
             self.sub, self.bin = root / "sub", root / "bin"
             (root / "overlay").mkdir()
+        elif mode == CHROOT:
+            assert system_root is not None
+            self.sub, self.bin = system_root / SUB_DIR.relative_to("/"), system_root / BIN_DIR.relative_to("/")
         else:
             self.sub, self.bin = SUB_DIR, BIN_DIR
         _fill(self.sub, self.bin, runner_source)
@@ -207,6 +223,9 @@ class Lab:
 
     def preexec(self) -> Optional[Callable[[], None]]:
         """What a child must run before exec to see this lab (None: nothing, shared mode)."""
+        if self.mode == CHROOT:
+            assert self.system_root is not None
+            return roots.enter(self.system_root, str(SUB_DIR))
         if self.mode != NAMESPACE:
             return None
         plan, binds = self.plan, [(self.sub, SUB_DIR), (self.bin, BIN_DIR)]
@@ -256,45 +275,57 @@ def probe_namespace(hidden: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], 
     except OSError as error:
         return None, str(error)
     root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
+    try:
+        for name in ("sub", "bin", "work", "overlay"):
+            (root / name).mkdir()
+        binds = [(root / "sub", SUB_DIR), (root / "bin", BIN_DIR)]
+        (root / "sub" / "seen").touch()
+        why_not = run_entered(["test", "-e", str(SUB_DIR / "seen")], lambda: plan.enter(root, binds))
+        return (None, plain_reason(why_not)) if why_not else (plan, "")
+    finally:
+        shutil.rmtree(str(root), ignore_errors=True)
+
+
+def probe_chroot(python: str) -> "tuple[Optional[roots.Roots], str]":
+    """Can this process run `python` in a system root of its own? (roots or None, the reason if not)"""
+    return roots.probe(python, run_entered)
+
+
+def run_entered(argv: Sequence[str], enter: Callable[[], None]) -> str:
+    """Run `argv` in a child that first runs `enter`; '' if it succeeded, else why not, in words."""
     # subprocess reports a failed preexec_fn only as "Exception occurred in preexec_fn"; the
     # child writes the real reason here first, so the banner can say it in plain words.
     reason_r, reason_w = os.pipe()
 
-    def enter() -> None:
+    def entered() -> None:
         try:
-            plan.enter(root, binds)
+            enter()
         except OSError as error:
             os.write(reason_w, str(error).encode("utf-8", "replace")[:500])
             raise
 
     try:
-        for name in ("sub", "bin", "work", "overlay"):
-            (root / name).mkdir()
-        binds = [(root / "sub", SUB_DIR), (root / "bin", BIN_DIR)]
-        marker = root / "sub" / "seen"
-        marker.touch()
         subprocess.run(
-            ["test", "-e", str(SUB_DIR / "seen")],
-            preexec_fn=enter,
+            list(argv),
+            preexec_fn=entered,
             check=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=10,
         )
-        return plan, ""
+        return ""
     except (OSError, subprocess.SubprocessError) as error:
         os.close(reason_w)
         reason_w = -1
         with os.fdopen(reason_r, "rb") as pipe:
             reason_r = -1
             said = pipe.read().decode("utf-8", "replace").strip()
-        return None, plain_reason(said or (str(error).splitlines()[0] if str(error) else type(error).__name__))
+        return said or (str(error).splitlines()[0] if str(error) else type(error).__name__)
     finally:
         for fd in (reason_r, reason_w):
             if fd >= 0:
                 os.close(fd)
-        shutil.rmtree(str(root), ignore_errors=True)
 
 
 def plain_reason(error: str) -> str:
@@ -337,9 +368,17 @@ class LabMaker:
             self.plan, why_not = probe_namespace(hidden)
             if self.plan is None:
                 raise OSError("namespace isolation failed in this worker: %s" % why_not)
+        if mode == CHROOT:  # the roots hold nothing of the grader's: no need to hide the reference
+            self.roots = roots.Roots.found_in(roots.folder())
+            if not len(self.roots):
+                raise OSError("chroot isolation failed in this worker: no system roots in %s" % roots.folder())
 
     @contextlib.contextmanager
     def lab(self, user: Optional[RunnerUser] = None) -> Iterator[Lab]:
+        if self.mode == CHROOT:
+            with self.roots.leased() as system_root, _folder_in(system_root) as root:
+                yield Lab(root, self.mode, self.runner_source, None, user, system_root)
+            return
         root = Path(tempfile.mkdtemp(prefix="pyops-lab-", dir=labs_folder(user)))
         lock = SharedLock() if self.mode == SHARED else None
         try:
@@ -353,6 +392,28 @@ class LabMaker:
                 lock.__exit__()
                 lock.close()
             remove_tree(root)
+
+
+@contextlib.contextmanager
+def _folder_in(system_root: Path) -> Iterator[Path]:
+    """A test's folder in the /tmp of `system_root`, named by the same path inside and outside it.
+
+    The harness gives the runner paths of the test's folder (TMPDIR, a counter file, a file a
+    command must write), and reads them afterwards: with a link at /tmp/NAME to the folder at
+    SYSTEM_ROOT/tmp/NAME, /tmp/NAME means that folder to both.
+    """
+    real = Path(tempfile.mkdtemp(prefix="pyops-lab-", dir=str(system_root / "tmp")))
+    seen = Path("/tmp") / real.name
+    try:
+        os.symlink(str(real), str(seen))
+    except BaseException:
+        remove_tree(real)
+        raise
+    try:
+        yield seen
+    finally:
+        os.unlink(str(seen))
+        remove_tree(real)
 
 
 def labs_folder(user: Optional[RunnerUser]) -> str:

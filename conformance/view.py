@@ -13,7 +13,7 @@ from conformance import identity
 from conformance.clauses import CLAUSES, LANGUAGES, STEPS
 from conformance.expect import hint_line
 from conformance.report import step_table
-from conformance.sandbox import SHARED
+from conformance.sandbox import CHROOT, SHARED
 
 _WORDS = {
     "en": {
@@ -30,6 +30,7 @@ _WORDS = {
         "isolation": "isolation: %s",
         "shared": "  (no private namespace: %s; tests run one at a time on the real lab paths,"
         " which are put back afterwards)",
+        "chroot": "  (no private namespace: %s; each check runs in a private system root instead, several at once)",
         "progress": "%(step)s done: %(passed)d of %(total)d checks passed",
         "own_user": "runner user: an unprivileged uid of its own per check, no capabilities",
         "grader_user": "runner user: the grader's own (uid %d): %s",
@@ -48,6 +49,8 @@ _WORDS = {
         "isolation": "分離: %s",
         "shared": "  (専用の名前空間がありません: %s。チェックは 1 つずつ実際のラボのパスで行い、"
         "終わったら元に戻します)",
+        "chroot": "  (専用の名前空間がありません: %s。代わりにチェックごとに専用のシステムルートで、"
+        "複数同時に行います)",
         "progress": "%(step)s 完了: %(total)d 件中 %(passed)d 件のチェックが合格",
         "own_user": "runner のユーザー: チェックごとに専用の特権のない uid(ケーパビリティなし)",
         "grader_user": "runner のユーザー: 採点側と同じ(uid %d): %s",
@@ -76,8 +79,8 @@ def header(info: Mapping, lang: str = "en") -> List[str]:
         words["profile"] % info["profile"],
         words["isolation"] % info["isolation"],
     ]
-    if info["isolation"] == SHARED:
-        lines.append(words["shared"] % info["why_not_namespace"])
+    if info["isolation"] in (SHARED, CHROOT):
+        lines.append(words[info["isolation"]] % info["why_not_namespace"])
     if info["runner_user"] == identity.OWN:
         lines.append(words["own_user"])
     else:
