@@ -29,12 +29,18 @@ RUN set -eu; \
 # fixtures, the lab's folders and the suite for self-checks, but no reference runner. procps:
 # ps/pgrep/pkill for debugging in `docker run -it ... bash` (the suite itself uses psutil) ----
 FROM ${BASE} AS lab
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 tini procps \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY --from=build /opt/pyops-lab/venv /opt/pyops-lab/venv
 COPY --from=build /out/bin/ /opt/fixtures/pyops/bin/
 COPY --from=build /out/pyops-grade /usr/local/bin/pyops-grade
+# System roots for the chroot isolation (conformance/roots.py): a grading platform's container
+# cannot make mount namespaces, but it can chroot, so each check gets a root of its own and checks
+# run in parallel. The roots are hard links of /usr and /etc, made in the same layer as python3
+# so that most of what they link costs no space twice. No reference, no suite in them.
+RUN set -eu; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends python3 tini procps; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
+    /opt/pyops-lab/venv/bin/pyops-conformance roots make --count 8
 # Runner uids of the image's own range: a host that also grades outside containers sees these
 # processes, and must never sweep them as its own runners' (see conformance/identity.py).
 ENV PATH=/opt/pyops-lab/venv/bin:$PATH \

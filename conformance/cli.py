@@ -100,7 +100,7 @@ def default_workers(cpus: Optional[float] = None) -> int:
     # but each worker costs most of a CPU-second to start, which a container held to half a CPU
     # pays in wall time.
     cpus = available_cpus() if cpus is None else cpus
-    return max(2, min(16, int(4 * cpus)))
+    return max(4, min(16, int(4 * cpus)))
 
 
 def available_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> float:

@@ -119,11 +119,26 @@ verdict() {  # verdict WHAT NAME WANTED_RC CLAUSE|-
     else fail "$what: exit $rc but reports wrong: $(echo "$detail" | tail -1)"; fi
 }
 
-grade correct "$work/reference.py" --view pytest  # pytest's view: it would show any workers started
+grade correct "$work/reference.py" --view pytest  # pytest's view: it shows the workers started
 verdict "correct runner (reference mounted as runner.py)" correct 0 -
-if grep -q "isolation: shared" "$work/correct/out" && ! grep -q "workers" "$work/correct/out"; then
-    pass "shared isolation, one check at a time: no pytest-xdist workers started"
-else fail "shared isolation: $(grep -m2 "isolation:\|workers" "$work/correct/out" | tr '\n' ' ')"; fi
+if grep -q "isolation: chroot" "$work/correct/out" && grep -q "created: [2-9]/[2-9] workers\|created: 1[0-6]/" "$work/correct/out"; then
+    pass "chroot isolation: each check in a system root of its own, $(grep -o "created: [0-9]*" "$work/correct/out" | cut -d' ' -f2) workers"
+else fail "chroot isolation: $(grep -m2 "isolation:\|workers" "$work/correct/out" | tr '\n' ' ')"; fi
+
+# Without SYS_CHROOT the suite falls back to the real lab paths, one check at a time, and says why.
+hardened_no_chroot=()
+for ((i = 0; i < ${#hardened[@]}; i++)); do
+    if [ "${hardened[i]}" = --cap-add ] && [ "${hardened[i + 1]}" = SYS_CHROOT ]; then i=$((i + 1)); continue; fi
+    hardened_no_chroot+=("${hardened[i]}")
+done
+mkdir -p "$work/shared/results"
+rc=0; docker run --rm "${hardened_no_chroot[@]}" -v "$work/shared/results:/results" \
+    -v "$work/reference.py:/root/pyops/sub/runner.py:ro" "$image" --clause S1 --view pytest \
+    >"$work/shared/out" 2>"$work/shared/err" || rc=$?
+if [ "$rc" = 0 ] && grep -q "isolation: shared" "$work/shared/out" && grep -q -- "--cap-add SYS_CHROOT" "$work/shared/out" \
+       && ! grep -q "workers" "$work/shared/out"; then
+    pass "no SYS_CHROOT: shared isolation, one check at a time, no workers, the header says why; S1 passes"
+else fail "no SYS_CHROOT: exit $rc, $(grep -m2 "isolation:\|SYS_CHROOT\|workers" "$work/shared/out" | tr '\n' ' ')"; fi
 grade timeout0 "$work/timeout0/runner.py"
 verdict "wrong runner: timeout exits 0, not 124" timeout0 1 S2.3
 grade nomarker "$work/nomarker/runner.py"
@@ -165,6 +180,8 @@ pl() {
 check_pl() {  # check_pl NAME WHAT EXPECT: EXPECT is full, partial:CLAUSE or not-gradable
     local name=$1 what=$2 want=$3 detail
     if [ "$rc" != 0 ]; then fail "PrairieLearn, $what: exit $rc (must be 0)"; tail -5 "$work/$name/err"; return; fi
+    # PrairieLearn's default timeout is 30 s, container start included.
+    if [ "$seconds" -gt 30 ]; then fail "PrairieLearn, $what: ${seconds}s, over PrairieLearn's default 30 s"; return; fi
     if detail=$(docker run --rm -i --network none -v "$work/$name/grade:/grade:ro" "$image" python3 - "$want" <<'EOF'
 import json, os, sys
 want = sys.argv[1]
@@ -222,16 +239,18 @@ print("%d of %d checks failed" % (failed, report["summary"]["total"]))
 EOF
 }
 
-hostile() {  # hostile NAME WHAT: grade $work/NAME/runner.py on S1 (every check starts it)
-    local name=$1 what=$2 detail
+hostile() {  # hostile NAME WHAT ISOLATION: grade $work/NAME/runner.py on S1 (every check starts it)
+    local name=$1 what=$2 isolation=$3 detail
     chmod a+r "$work/$name/runner.py"
+    rm -rf "$work/$name/results"
     mkdir -p -m 0777 "$work/$name/results"  # open to every uid, as a careless grader might leave it
-    grade "$name" "$work/$name/runner.py" --clause S1
+    grade "$name" "$work/$name/runner.py" --clause S1 --isolation "$isolation"
     if [ "$rc" != 1 ]; then
-        fail "hostile runner, $what: exit $rc, expected 1"; tail -5 "$work/$name/err" "$work/$name/out"; return 1
+        fail "hostile runner ($isolation), $what: exit $rc, expected 1"; tail -5 "$work/$name/err" "$work/$name/out"
+        return 1
     fi
-    if detail=$(check_hostile "$name" 2>&1); then pass "hostile runner, $what: exit 1; $detail"
-    else fail "hostile runner, $what: $(echo "$detail" | tail -1)"; return 1; fi
+    if detail=$(check_hostile "$name" 2>&1); then pass "hostile runner ($isolation), $what: exit 1; $detail"
+    else fail "hostile runner ($isolation), $what: $(echo "$detail" | tail -1)"; return 1; fi
 }
 
 for name in reads-reference imports-reference forges-reports rewrites-suite kills-everyone leaves-daemon drop; do
@@ -302,13 +321,18 @@ while not os.path.exists("/drop/started-%d" % pid) and time.time() < deadline:
     time.sleep(0.02)
 sys.exit(1)
 EOF
-hostile reads-reference "reads the bundled reference and runs it" || true
-hostile imports-reference "imports the bundled reference from the suite's packages" || true
-hostile forges-reports "writes results.json and gradescope.json itself" || true
-hostile rewrites-suite "rewrites the suite's installed files" || true
-hostile kills-everyone "calls kill(-1, SIGKILL)" || true
+# In a system root (the default under these flags) and on the real lab paths (shared), where the
+# runner sees the whole container: the separation by uid must hold there too.
+for isolation in chroot shared; do
+    hostile reads-reference "reads the bundled reference and runs it" $isolation || true
+    hostile imports-reference "imports the bundled reference from the suite's packages" $isolation || true
+    hostile forges-reports "writes results.json and gradescope.json itself" $isolation || true
+    hostile rewrites-suite "rewrites the suite's installed files" $isolation || true
+    hostile kills-everyone "calls kill(-1, SIGKILL)" $isolation || true
+done
+# Shared only: in a root the daemon could not reach /drop to say it started.
 drop_mount=(-v "$work/drop:/drop")
-if hostile leaves-daemon "leaves a daemon with an emptied environment"; then
+if hostile leaves-daemon "leaves a daemon with an emptied environment" shared; then
     started=$(find "$work/drop" -name 'started-*' | wc -l)
     late=$(find "$work/drop" -name 'outlived-*' | wc -l)
     if [ "$started" -gt 0 ] && [ "$late" = 0 ]; then pass "hostile runner's daemons: $started started, none outlived its check"

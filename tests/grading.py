@@ -41,14 +41,16 @@ class Grading:
         )
 
 
-def grade(tmp_path: Path, runner: Optional[Path] = None, *options: str, workers: int = 4) -> Grading:
+def grade(
+    tmp_path: Path, runner: Optional[Path] = None, *options: str, workers: int = 4, env: Optional[Dict] = None
+) -> Grading:
     """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`."""
     report = tmp_path / "report.json"
     argv = [sys.executable, "-m", "conformance", "--json", str(report), "-n", str(workers)]
     if runner is not None:
         argv += ["--runner", str(runner)]
     done = subprocess.run(
-        argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, cwd=str(tmp_path)
+        argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, cwd=str(tmp_path), env=env
     )
     data = json.loads(report.read_text()) if report.exists() else None
     return Grading(done.returncode, done.stdout, done.stderr, data)

@@ -49,6 +49,12 @@ install -m 0755 "$site"/conformance/fixtures/*.sh /opt/fixtures/pyops/bin/
 chmod 0711 /root
 mkdir -p -m 0755 /root/pyops /root/pyops/sub /root/pyops/sub/state
 
+# System roots: each check chrooted into one of its own, so checks run in parallel (Gradescope's
+# containers cannot make mount namespaces). Without them the suite grades one check at a time.
+say "making the system roots for chroot isolation"
+"$venv/bin/pyops-conformance" roots make --count 8 \
+    || say "no system roots (the suite will grade one check at a time)"
+
 "$venv/bin/python" -c 'import conformance.plugin, xdist, psutil'
 "$venv/bin/pyops-conformance" --help >/dev/null
 say "done"
