@@ -1,10 +1,11 @@
 #!/bin/bash
 # docker/measure.sh: how fast a core grading of the bundled reference is, in one run:
 #   namespace   on the host (root, private mount namespaces, parallel): wall and CPU-seconds
-#   container   the image under the hardened flags (shared isolation, one check at a time):
-#               wall at 2 CPUs and at --cpus 0.5 --memory 768m (a Gradescope-sized machine),
-#               container start included
-#   serial sum  the sum of every check's own time (what shared isolation must wait through)
+#   container   the image under the hardened flags (chroot isolation: a system root per check,
+#               several at once): wall at 2 CPUs and at --cpus 0.5 --memory 768m (a
+#               Gradescope-sized machine), container start included
+#   serial sum  the sum of every check's own time (what shared isolation, one check at a time,
+#               would wait through)
 #   floor       the sum of the waits the scenarios force (timeouts, backoffs, a slow apply.sh),
 #               each scenario counted once: what one check at a time can never go below
 #   PYOPS_IMAGE   image to measure (default pyops-lab:ci, as built by docker/ci-test.sh)
