@@ -147,3 +147,19 @@ def test_a_lease_sweeps_what_a_holder_that_died_left_and_trusts_one_that_ended_c
             leftover.kill()
             leftover.wait()
     assert lease.read_bytes() == identity.CLEAN
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hands files over to another uid: needs root")
+def test_handing_a_lab_over_never_gives_away_a_file_linked_from_elsewhere(tmp_path):
+    # A runner may hard-link a system file into its lab (where fs.protected_hardlinks is off; in a
+    # system root every program is such a link): the next hand-over must not make it the runner's.
+    system_file = tmp_path / "system-file"
+    system_file.write_text("root's\n")
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    os.link(str(system_file), str(lab / "linked"))
+    (lab / "marker").write_text("the grader's, for the runner\n")
+    user = identity.RunnerUser(identity.UID_BASE + identity.UID_COUNT - 1, identity.UID_BASE + identity.UID_COUNT - 1)
+    identity.hand_over([lab], user)
+    assert system_file.stat().st_uid == 0
+    assert (lab / "marker").stat().st_uid == user.uid and lab.stat().st_uid == user.uid
