@@ -68,7 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="learner",
         help="learner (default): the failures by step, then the table; pytest: pytest's own output (maintainers)",
     )
-    parser.add_argument("-n", "--workers", type=int, help="parallel workers (default: 4 per CPU; 0 = none)")
+    parser.add_argument(
+        "-n",
+        "--workers",
+        type=int,
+        help="parallel workers (default: 4 per CPU, a CPU quota counted, at least 4; 0 = none)",
+    )
     parser.add_argument(
         "--clause",
         action="append",
