@@ -256,3 +256,23 @@ def test_the_learner_view_says_each_step_as_soon_as_it_is_done(tmp_path, lang, l
     # Before the failures and the table: said while the grading went on.
     assert graded.stdout.index(line % counts) < graded.stdout.index("[S1.3]")
     assert graded.stdout.count(" done: " if lang == "en" else " 完了: ") == 2  # S1 and S8, once each
+
+
+def test_the_default_workers_follow_a_cpu_quota(tmp_path):
+    from conformance.cli import available_cpus, default_workers
+
+    cores = available_cpus(tmp_path / "no-cgroup")
+    assert cores >= 1
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("50000 100000\n")  # docker run --cpus 0.5
+    assert available_cpus(v2) == min(cores, 0.5)
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert available_cpus(v2) == cores
+    v1 = tmp_path / "v1" / "cpu"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("150000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert available_cpus(tmp_path / "v1") == min(cores, 1.5)
+    # Each worker costs most of a CPU-second to start: 4 at least, 4 per CPU, 16 at most.
+    assert [default_workers(cpus) for cpus in (0.5, 1, 2, 8)] == [4, 4, 8, 16]
