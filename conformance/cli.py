@@ -243,9 +243,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return main_class(argv[1:])
     if argv[:1] == ["roots"]:
-        from conformance import roots
-
-        return roots.main(argv[1:])
+        return main_roots(argv[1:])
     if argv[:1] == ["worker"]:
         from conformance.classroom.command import main_worker
 
@@ -336,3 +334,33 @@ def exit_status(pytest_code: int, summary: dict) -> int:
     if summary["errors"] or summary["total"] == 0 or pytest_code not in (0, 1):
         return EXIT_ERROR
     return EXIT_FAILED if summary["failed"] else EXIT_PASSED
+
+
+def main_roots(argv: Sequence[str]) -> int:
+    """pyops-conformance roots make [--count N] [--folder DIR]: system roots for chroot isolation."""
+    import errno
+    import subprocess
+
+    from conformance import roots
+
+    parser = Parser(prog="pyops-conformance roots", description="System roots for the chroot isolation mode.")
+    parser.add_argument("command", choices=("make",), help="make: make them (as root, where device nodes can be made)")
+    parser.add_argument("--count", type=int, default=roots.DEFAULT_COUNT, help="how many (default %(default)s)")
+    parser.add_argument("--folder", type=Path, help="where (default: $PYOPS_ROOTS or %s)" % roots.DEFAULT_FOLDER)
+    try:
+        options = parser.parse_args(argv)
+        if not 1 <= options.count <= 64:
+            raise UsageError("--count needs 1 to 64")
+    except UsageError as error:
+        print("pyops-conformance roots: error: %s" % error, file=sys.stderr)
+        return EXIT_ERROR
+    where = options.folder or roots.folder()
+    try:
+        made = roots.make(where, options.count)
+    except (OSError, subprocess.CalledProcessError) as error:
+        if getattr(error, "errno", None) == errno.EPERM:
+            error = OSError("device nodes need root with CAP_MKNOD (%s)" % error)
+        print("pyops-conformance roots: error: could not make the roots in %s: %s" % (where, error), file=sys.stderr)
+        return EXIT_ERROR
+    print("%d system roots in %s" % (len(made), where))
+    return EXIT_PASSED

@@ -16,13 +16,11 @@ packages change, or the roots keep the old programs.
 """
 
 import contextlib
-import errno
 import fcntl
 import os
 import shutil
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence
@@ -173,30 +171,3 @@ def probe(python: str, run_entered: Entered) -> "tuple[Optional[Roots], str]":
             why_not = "this process may not chroot (%s): in a container, add --cap-add SYS_CHROOT" % why_not
         return None, why_not
     return roots, ""
-
-
-def main(argv: Sequence[str]) -> int:
-    """pyops-conformance roots make [--count N] [--folder DIR]"""
-    from conformance.cli import Parser, UsageError
-
-    parser = Parser(prog="pyops-conformance roots", description="System roots for the chroot isolation mode.")
-    parser.add_argument("command", choices=("make",), help="make: make them (as root, where device nodes can be made)")
-    parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="how many (default %d)" % DEFAULT_COUNT)
-    parser.add_argument("--folder", type=Path, help="where (default: $PYOPS_ROOTS or %s)" % DEFAULT_FOLDER)
-    try:
-        options = parser.parse_args(argv)
-        if not 1 <= options.count <= 64:
-            raise UsageError("--count needs 1 to 64")
-    except UsageError as error:
-        print("pyops-conformance roots: error: %s" % error, file=sys.stderr)
-        return 2
-    where = options.folder or folder()
-    try:
-        made = make(where, options.count)
-    except (OSError, subprocess.CalledProcessError) as error:
-        if getattr(error, "errno", None) == errno.EPERM:
-            error = OSError("device nodes need root with CAP_MKNOD (%s)" % error)
-        print("pyops-conformance roots: error: could not make the roots in %s: %s" % (where, error), file=sys.stderr)
-        return 2
-    print("%d system roots in %s" % (len(made), where))
-    return 0

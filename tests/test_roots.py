@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import roots
+from conformance import cli, roots
 from conformance.sandbox import probe_chroot
 from tests.grading import GOOD, REFERENCE, grade
 from tests.zoo.mutants import MUTANTS, build
@@ -97,7 +97,7 @@ def test_a_root_is_one_checks_at_a_time_across_processes(tmp_path):
 
 
 def test_make_refuses_a_bad_count_in_one_line(capsys):
-    assert roots.main(["make", "--count", "0"]) == 2
+    assert cli.main(["roots", "make", "--count", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--count needs 1 to 64" in err
 
