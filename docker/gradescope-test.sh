@@ -10,8 +10,8 @@
 #   3. one fresh container of that image per submission running /autograder/run_autograder,
 #      with a submission at /autograder/submission and /autograder/results mounted, under
 #      Gradescope's default limits (half a CPU, 768 MB), Docker's default capabilities (no
-#      --privileged, no SYS_ADMIN, so the suite runs in shared mode, one check at a time) and no
-#      network: the reference runner (full score), a wrong one (partial score: only the clauses
+#      --privileged, no SYS_ADMIN: the suite runs in chroot isolation, in the system roots
+#      setup.sh made) and no network: the reference runner (full score), a wrong one (partial score: only the clauses
 #      that see a timed-out command's exit code fail), none, and one under another name.
 #   PYOPS_GRADESCOPE_IMAGE   tag of the autograder image (default pyops-lab:gradescope)
 #   PYOPS_CA                 CA bundle pip needs behind a TLS-inspecting proxy (see docker/engine.sh)
@@ -151,7 +151,7 @@ if want == "upload":
     print("score 0/%g, %r: %s" % (test["max_score"], test["name"], test["output"]))
     sys.exit(0)
 log = open(out, errors="replace").read()
-assert "isolation: shared" in log and "runner user: an unprivileged uid of its own" in log, "not shared mode as an own uid"
+assert "isolation: chroot" in log and "runner user: an unprivileged uid of its own" in log, "not chroot mode as an own uid"
 if want == "full":
     assert not failed and result["score"] == most > 0, "score %s of %s; failed: %s" % (
         result["score"], most, [t["name"] for t in failed])
