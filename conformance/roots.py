@@ -141,7 +141,10 @@ def enter(root: Path, cwd: str) -> Callable[[], None]:
     """What a child runs between fork and exec to live in `root`, starting in `cwd` there."""
 
     def preexec() -> None:
-        os.chroot(str(root))
+        try:
+            os.chroot(str(root))
+        except OSError as error:  # said as "chroot ROOT: REASON", so a probe can tell what failed
+            raise OSError(error.errno, "chroot %s: %s" % (root, error.strerror)) from None
         os.chdir(cwd)
 
     return preexec
@@ -167,7 +170,7 @@ def probe(python: str, run_entered: Entered) -> "tuple[Optional[Roots], str]":
     with roots.leased() as root:
         why_not = run_entered([python, "-c", "open('/dev/null').close()"], enter(root, "/"))
     if why_not:
-        if "Operation not permitted" in why_not and "chroot" in why_not.lower():
+        if why_not.startswith("[Errno 1] chroot"):
             why_not = "this process may not chroot (%s): in a container, add --cap-add SYS_CHROOT" % why_not
         return None, why_not
     return roots, ""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, roots
+from conformance import cli, identity, roots
 from conformance.sandbox import probe_chroot
 from tests.grading import GOOD, REFERENCE, grade
 from tests.zoo.mutants import MUTANTS, build
@@ -26,6 +26,7 @@ def a_system(folder: Path) -> Path:
     """A small stand-in for /: a merged-usr link, a program, a setting."""
     (folder / "usr" / "bin").mkdir(parents=True)
     (folder / "usr" / "bin" / "tool").write_text("#!/bin/sh\n")
+    (folder / "usr" / "bin" / "tool").chmod(0o755)
     (folder / "etc").mkdir()
     (folder / "etc" / "setting").write_text("on\n")
     os.symlink("usr/bin", str(folder / "bin"))
@@ -169,3 +170,31 @@ def test_a_runner_in_a_root_sees_its_lab_and_nothing_of_the_grader(tmp_path, sys
     shown = "\n".join(t["message"] for t in graded.failed())
     assert "/opt ['fixtures'] /root/pyops/sub ['runner.py', 'state']" in shown, graded.explain()
     assert "sees / ['bin', 'dev', 'etc', 'lib'" in shown and "'proc'" not in shown, graded.explain()
+
+
+@needs_root
+def test_without_cap_sys_chroot_the_probe_says_which_capability_to_add(tmp_path):
+    # Docker's default set has SYS_CHROOT; a container started with --cap-drop ALL and only the
+    # runner-user capabilities has not: the header must say what to add.
+    roots.make(tmp_path / "roots", 1, system=a_system(tmp_path / "system"))
+    probe = (
+        "from conformance.sandbox import probe_chroot; found, why = probe_chroot(%r); print(found, why)"
+        % "/usr/bin/tool"
+    )
+    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)
+    said = subprocess.run(
+        [
+            "setpriv",
+            "--inh-caps=" + caps,
+            "--ambient-caps=" + caps,
+            "--bounding-set=" + caps,
+            sys.executable,
+            "-c",
+            probe,
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYOPS_ROOTS=str(tmp_path / "roots")),
+    )
+    assert said.stdout.startswith("None this process may not chroot"), said.stdout + said.stderr
+    assert "--cap-add SYS_CHROOT" in said.stdout
