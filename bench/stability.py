@@ -1,13 +1,15 @@
 """Stable verdicts: the same runner graded again and again gets the same verdict, idle or loaded.
 
     python bench/stability.py [--runs 20] [--s6-runs 20] [--condition idle|loaded|both] [--wrong]
+                              [-- SUITE OPTIONS]
 
 Grades the reference and every correct runner in tests/good (with --wrong, also three wrong
 runners of the zoo) with `pyops-conformance --repeat`: the whole core profile --runs times, then
 the SIGTERM step alone (`--clause S6`, where start-up windows once made verdicts vary) --s6-runs
 times; first on an idle machine, then while two CPU-bound processes load both cores. Prints, per
 runner, condition and selection, how many distinct verdicts (sets of failed checks) the rounds
-gave: the goal is 1 everywhere. Exits 1 if any verdict varied.
+gave: the goal is 1 everywhere. Exits 1 if any verdict varied. Options after `--` go to every
+grading (for example `-- --isolation chroot --python /usr/bin/python3`, with PYOPS_ROOTS set).
 """
 
 import argparse
@@ -45,10 +47,10 @@ def runners(scratch: Path, wrong: bool):
     return found
 
 
-def repeated(runner: Path, rounds: int, selection, scratch: Path):
+def repeated(runner: Path, rounds: int, selection, scratch: Path, suite_options=()):
     """Grade `runner` `rounds` times; return (distinct verdicts, failures of the last round, varied checks)."""
     report = scratch / "report.json"
-    argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)]
+    argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)] + list(suite_options)
     subprocess.run(
         argv + ["--repeat", str(rounds)] + selection, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200
     )
@@ -67,6 +69,7 @@ def main():
     parser.add_argument("--condition", choices=("idle", "loaded", "both"), default="both")
     parser.add_argument("--only", help="grade this runner only (reference, a tests/good stem, or a --wrong one)")
     parser.add_argument("--wrong", action="store_true", help="also grade three wrong runners of the zoo")
+    parser.add_argument("suite_options", nargs="*", help="after --: options for every grading")
     options = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="pyops-stability-"))
     graded = runners(scratch, options.wrong)
@@ -85,7 +88,9 @@ def main():
                     if rounds < 1:
                         continue
                     began = time.monotonic()
-                    distinct, failed, varied = repeated(runner, rounds, SELECTIONS[selection], scratch)
+                    distinct, failed, varied = repeated(
+                        runner, rounds, SELECTIONS[selection], scratch, options.suite_options
+                    )
                     print(
                         "%-8s %-26s %-5s %6d %9d %8d  %.0fs"
                         % (condition, name, selection, rounds, distinct, failed, time.monotonic() - began),
