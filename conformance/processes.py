@@ -25,7 +25,7 @@ from conformance.commands import FLAKY_STATE
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
-from conformance.sandbox import STATE_DIR, SUB_DIR, Lab
+from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -444,6 +444,17 @@ class Invocation:
             )
             if cut
         ]
+        if self.lab.mode == CHROOT and b"/proc" in stderr:
+            # A system root has no /proc (see roots.py): a runner that needs it fails here only.
+            notes.append(
+                expect.say(
+                    "the runner's stderr names /proc, which this grading's isolation (chroot) does not have; "
+                    "the lab does not need /proc (use os.killpg and Popen.wait), and a grader can use "
+                    "--isolation shared",
+                    "runner の標準エラーに /proc が出ています。この採点の分離方式(chroot)には /proc がありません。"
+                    "ラボに /proc は不要です(os.killpg と Popen.wait を使う)。採点側は --isolation shared も使えます",
+                )
+            )
         if rc == -signal.SIGKILL and not hung:
             notes.append(
                 expect.say(

@@ -198,3 +198,12 @@ def test_without_cap_sys_chroot_the_probe_says_which_capability_to_add(tmp_path)
     )
     assert said.stdout.startswith("None this process may not chroot"), said.stdout + said.stderr
     assert "--cap-add SYS_CHROOT" in said.stdout
+
+
+@pytest.mark.isolation
+def test_a_runner_that_needs_proc_is_told_why_it_fails_in_a_root(tmp_path, system_roots):
+    needs_proc = tmp_path / "needs_proc.py"
+    needs_proc.write_text("import os\nos.listdir('/proc')\n")  # FileNotFoundError: ... '/proc'
+    graded = grade_in_roots(tmp_path, system_roots, needs_proc, "--clause", "S1.3")
+    shown = "\n".join(t["message"] for t in graded.failed())
+    assert "this grading's isolation (chroot) does not have" in shown and "--isolation shared" in shown, shown
