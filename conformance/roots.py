@@ -52,22 +52,31 @@ def make(where: Path, count: int, system: Path = Path("/")) -> List[Path]:
         root = where / str(number)
         if root.exists():
             _remove(root)
-        root.mkdir(mode=0o755)
-        for name in SYSTEM:
-            source = system / name
-            if source.is_symlink():
-                os.symlink(os.readlink(str(source)), str(root / name))
-            elif source.is_dir():
-                _link_tree(source, root / name)
-        (root / "dev").mkdir(mode=0o755)
-        for name, (major, minor) in DEVICES.items():
-            os.mknod(str(root / "dev" / name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-            os.chmod(str(root / "dev" / name), 0o666)  # mknod's mode is cut by the umask
-        for name in SCRATCH:
-            (root / name).mkdir(parents=True, exist_ok=True)
-            os.chmod(str(root / name), 0o1777)
+        try:
+            _fill(root, system)
+        except BaseException:
+            _remove(root)  # half a root would pass for one: none, and the probe says so
+            raise
         made.append(root)
     return made
+
+
+def _fill(root: Path, system: Path) -> None:
+    """One root: the system's programs and settings as links, the devices, the scratch folders."""
+    root.mkdir(mode=0o755)
+    for name in SYSTEM:
+        source = system / name
+        if source.is_symlink():
+            os.symlink(os.readlink(str(source)), str(root / name))
+        elif source.is_dir():
+            _link_tree(source, root / name)
+    (root / "dev").mkdir(mode=0o755)
+    for name, (major, minor) in DEVICES.items():
+        os.mknod(str(root / "dev" / name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(str(root / "dev" / name), 0o666)  # mknod's mode is cut by the umask
+    for name in SCRATCH:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        os.chmod(str(root / name), 0o1777)
 
 
 def _link_tree(source: Path, target: Path) -> None:

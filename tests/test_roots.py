@@ -207,3 +207,30 @@ def test_a_runner_that_needs_proc_is_told_why_it_fails_in_a_root(tmp_path, syste
     graded = grade_in_roots(tmp_path, system_roots, needs_proc, "--clause", "S1.3")
     shown = "\n".join(t["message"] for t in graded.failed())
     assert "this grading's isolation (chroot) does not have" in shown and "--isolation shared" in shown, shown
+
+
+@needs_root
+def test_a_root_that_cannot_be_finished_is_not_left_half_made(tmp_path):
+    # Without CAP_MKNOD (a platform's build that drops it) the devices cannot be made: no root
+    # must be left that would pass for one.
+    system = a_system(tmp_path / "system")
+    attempt = "from pathlib import Path; from conformance import roots; roots.make(Path(%r), 1, system=Path(%r))" % (
+        str(tmp_path / "roots"),
+        str(system),
+    )
+    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)
+    tried = subprocess.run(
+        [
+            "setpriv",
+            "--inh-caps=" + caps,
+            "--ambient-caps=" + caps,
+            "--bounding-set=" + caps,
+            sys.executable,
+            "-c",
+            attempt,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert tried.returncode != 0 and "Operation not permitted" in tried.stderr, tried.stderr
+    assert list((tmp_path / "roots").iterdir()) == []
