@@ -172,6 +172,14 @@ def test_a_runner_in_a_root_sees_its_lab_and_nothing_of_the_grader(tmp_path, sys
     assert "sees / ['bin', 'dev', 'etc', 'lib'" in shown and "'proc'" not in shown, graded.explain()
 
 
+def with_runner_user_capabilities_only(code, env=None):
+    """Python `code` run by root with only the capabilities a runner's own uid needs (no
+    SYS_CHROOT, no MKNOD), as in a container started with --cap-drop ALL and those added."""
+    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)
+    limits = ["--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps]
+    return subprocess.run(["setpriv"] + limits + [sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
 @needs_root
 def test_without_cap_sys_chroot_the_probe_says_which_capability_to_add(tmp_path):
     # Docker's default set has SYS_CHROOT; a container started with --cap-drop ALL and only the
@@ -181,21 +189,7 @@ def test_without_cap_sys_chroot_the_probe_says_which_capability_to_add(tmp_path)
         "from conformance.sandbox import probe_chroot; found, why = probe_chroot(%r); print(found, why)"
         % "/usr/bin/tool"
     )
-    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)
-    said = subprocess.run(
-        [
-            "setpriv",
-            "--inh-caps=" + caps,
-            "--ambient-caps=" + caps,
-            "--bounding-set=" + caps,
-            sys.executable,
-            "-c",
-            probe,
-        ],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYOPS_ROOTS=str(tmp_path / "roots")),
-    )
+    said = with_runner_user_capabilities_only(probe, env=dict(os.environ, PYOPS_ROOTS=str(tmp_path / "roots")))
     assert said.stdout.startswith("None this process may not chroot"), said.stdout + said.stderr
     assert "--cap-add SYS_CHROOT" in said.stdout
 
@@ -218,19 +212,6 @@ def test_a_root_that_cannot_be_finished_is_not_left_half_made(tmp_path):
         str(tmp_path / "roots"),
         str(system),
     )
-    caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)
-    tried = subprocess.run(
-        [
-            "setpriv",
-            "--inh-caps=" + caps,
-            "--ambient-caps=" + caps,
-            "--bounding-set=" + caps,
-            sys.executable,
-            "-c",
-            attempt,
-        ],
-        capture_output=True,
-        text=True,
-    )
+    tried = with_runner_user_capabilities_only(attempt)
     assert tried.returncode != 0 and "Operation not permitted" in tried.stderr, tried.stderr
     assert list((tmp_path / "roots").iterdir()) == []
