@@ -148,7 +148,11 @@ def test_correct_runners_pass_in_a_root(tmp_path, system_roots, runner):
 @pytest.mark.isolation
 @pytest.mark.parametrize(
     "mutant",
-    [m for m in MUTANTS if m.name in ("kills-only-the-child", "blocking-lock", "sigterm-to-the-child-only")],
+    # By name, so a renamed mutant is a KeyError here, not a case quietly gone.
+    [
+        {m.name: m for m in MUTANTS}[name]
+        for name in ("kills-only-the-child", "blocking-lock", "sigterm-to-the-child-only")
+    ],
     ids=lambda mutant: mutant.name,
 )
 def test_wrong_runners_fail_their_clause_in_a_root(tmp_path, system_roots, mutant):
