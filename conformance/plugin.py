@@ -294,6 +294,10 @@ def _clause_of(item: pytest.Item) -> Optional[str]:
     return clause
 
 
+# How many times a check is played at most while a busy machine leaves its timing unsettled.
+PLAYS = 3
+
+
 def _expected_seconds(item: pytest.Item) -> float:
     marker = item.get_closest_marker("slow")
     return float(marker.args[0]) if marker and marker.args else 0.0
@@ -306,13 +310,53 @@ def runner(request: pytest.FixtureRequest):
     info = config.pyops  # type: ignore[attr-defined]
     maker, canary = _session_parts(config)
     canary.probe(lambda: _lab(maker, info), info["python"], _observations(config))
+    with _driven(request.node, 0) as driver:
+        yield driver
+
+
+@contextlib.contextmanager
+def _driven(item: pytest.Item, replay: int):
+    """A Driver in a fresh lab for one play of `item`'s check; its runner calls kept for the report."""
+    config = item.config
+    info = config.pyops  # type: ignore[attr-defined]
+    maker, canary = _session_parts(config)
     with _lab(maker, info) as lab:
-        driver = Driver(lab, info["python"], gate=canary.gate, observations=_observations(config))
+        driver = Driver(lab, info["python"], gate=canary.gate, observations=_observations(config), replay=replay)
         try:
             yield driver
         finally:
             driver.close()
-            request.node.user_properties.append(("runner_calls", driver.calls()))
+            item.user_properties.append(("runner_calls", driver.calls()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
+    """Play a check again, in a fresh lab, while its timing is Unsettled (see cpuwait.py).
+
+    Waiting for a CPU only ever makes a runner later, so a pass is a pass however busy the machine;
+    a bound missed by no more than that wait is measured again, up to PLAYS times in all, and if
+    the machine never lets it be judged, the check is an error of the grading, not a failure.
+    """
+    if not isinstance(pyfuncitem.funcargs.get("runner"), Driver):
+        return None  # not a check of a runner: pytest calls it as usual
+    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    for replay in range(PLAYS):
+        if replay:
+            pyfuncitem.user_properties.append(("plays", replay + 1))
+        try:
+            if replay == 0:
+                pyfuncitem.obj(**arguments)
+            else:
+                with _driven(pyfuncitem, replay) as driver:
+                    pyfuncitem.obj(**dict(arguments, runner=driver))
+            return True
+        except expect.Unsettled as unsettled:
+            last = unsettled
+    raise NotJudged(str(last))
+
+
+class NotJudged(Exception):
+    """A check whose timing no play could settle: the grading's error, not the runner's failure."""
 
 
 def _observations(config: pytest.Config) -> Observations:

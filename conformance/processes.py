@@ -22,6 +22,7 @@ import psutil
 
 from conformance import expect, identity, timing
 from conformance.commands import FLAKY_STATE
+from conformance.cpuwait import CpuWait, own_thread_waited
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
@@ -271,6 +272,10 @@ class Invocation:
         # In the grader's own folder, and kept open: the runner can neither read nor replace them.
         self._stdout = open(str(lab.output / ("out-%d.stdout" % number)), "w+b")
         self._stderr = open(str(lab.output / ("out-%d.stderr" % number)), "w+b")
+        # What the runner (and the harness and stand-in starting it) waited for a CPU: the part
+        # of its timings a busy machine, not the runner, is to blame for.
+        self.cpu_wait = CpuWait()
+        harness_waited = own_thread_waited()
         self.started = timing.now()
         pid_r, pid_w = os.pipe()
         try:
@@ -296,8 +301,16 @@ class Invocation:
             said = told.read(32)
         # Nothing said: the stand-in could not fork. Its own pid then, which has no runner to signal.
         self.pid = int(said) if said.isdigit() else self.process.pid
+        self.cpu_wait.add(own_thread_waited() - harness_waited)
+        self._sample_cpu_wait()
+
+    def _sample_cpu_wait(self) -> None:
+        self.cpu_wait.sample(self.process.pid)
+        if self.pid != self.process.pid:
+            self.cpu_wait.sample(self.pid)
 
     def running(self) -> bool:
+        self._sample_cpu_wait()
         return self.process.poll() is None
 
     def send_signal(self, signum: int) -> float:
@@ -340,6 +353,7 @@ class Invocation:
                 asleep_since = timing.now()
             elif timing.now() - asleep_since >= timing.SETTLE_S:
                 return
+            self._sample_cpu_wait()
             time.sleep(timing.POLL_S)
 
     def descendants(self) -> List[psutil.Process]:
@@ -403,6 +417,7 @@ class Invocation:
         """
 
         def seen_or_over():
+            self._sample_cpu_wait()
             value = predicate()
             if value or self.running() or self.descendants():
                 return value
@@ -421,12 +436,19 @@ class Invocation:
     def finish(self) -> Result:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
         hung = False
-        try:
-            rc: Optional[int] = self.process.wait(max(0.0, self.started + self.deadline_s - timing.now()))
-        except subprocess.TimeoutExpired:
-            hung = True
-            self._kill_runner()
-            rc = None
+        rc: Optional[int] = None
+        deadline = self.started + self.deadline_s
+        # Polled rather than waited for: the runner's CPU wait can only be read while it lives.
+        while True:
+            self._sample_cpu_wait()
+            rc = self.process.poll()
+            if rc is not None:
+                break
+            if timing.now() >= deadline:
+                hung = True
+                self._kill_runner()
+                break
+            time.sleep(timing.POLL_S)
         ended, ended_at = timing.now(), time.time()
         self.took_s = ended - self.started
         survivors = self._survivors()
@@ -469,6 +491,7 @@ class Invocation:
             rc=rc,
             hung_after_s=self.deadline_s if hung else None,
             duration_s=ended - self.started,
+            cpu_wait_s=self.cpu_wait.seconds,
             ended_at=ended_at,
             ended=ended,
             stdout=stdout,
@@ -544,8 +567,12 @@ class Driver:
         python: str,
         gate: Optional[Callable[[Sequence[str]], None]] = None,
         observations: Optional[Observations] = None,
+        replay: int = 0,
     ) -> None:
         self.lab = lab
+        # A check played again (see plugin.py) plays its scenarios again too: the first play's
+        # timings were not to be trusted, and other checks may still judge them.
+        self.replay = replay
         self.python = python
         self._gate = gate  # may refuse a call known to hang (see blocking.py)
         self._tokens: List[str] = []
@@ -578,7 +605,7 @@ class Driver:
         """
         if self._tokens or self._touched or self._judging:
             raise RuntimeError("a scenario needs the lab as it was made: play it before anything else")
-        value = self._observations.get(key, play)
+        value = self._observations.get((key, "replay", self.replay) if self.replay else key, play)
         # Played here or seen by another check: either way this lab no longer shows it.
         self._judging = True
         return value

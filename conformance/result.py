@@ -90,6 +90,9 @@ class Result:
     # The lab's files as they were when the runner ended (see kept_apart): a Result another
     # check reuses outlives its lab.
     lab_files: Optional[Dict[str, Any]] = None
+    # Of duration_s, the time the runner (or the harness starting it) was ready to run but waited
+    # for a CPU: a busy machine's share of its lateness (see cpuwait.py).
+    cpu_wait_s: float = 0.0
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""

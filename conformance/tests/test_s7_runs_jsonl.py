@@ -19,8 +19,10 @@ def duration_is_about(result, record, wanted_ms, clause, what):
     __tracebackhide__ = True
     duration = expect.field(result, record, "duration_ms")
     high = wanted_ms + int(timing.REACTION_S * 1000)
-    expect.that(
-        wanted_ms - timing.EARLY_S * 1000 <= duration <= high,
+    expect.within(
+        duration / 1000.0,
+        wanted_ms / 1000.0 - timing.EARLY_S,
+        high / 1000.0,
         clause,
         expect.say(
             "duration_ms %d to %d for %s (milliseconds, as an int)",

@@ -180,8 +180,10 @@ def test_x6_fractional_backoff(runner):
     expect.count_is(result, expect.say("attempts", "試行回数"), len(starts), 3, "X6")
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     for gap, wanted in zip(gaps, (0.25, 0.5)):
-        expect.that(
-            wanted - timing.EARLY_S <= gap <= wanted + timing.REACTION_S,
+        expect.within(
+            gap,
+            wanted - timing.EARLY_S,
+            wanted + timing.REACTION_S,
             "X6",
             expect.say("waits of 0.25s then 0.5s", "0.25 秒、次に 0.5 秒待つ"),
             expect.say("gaps %s", "試行の間隔(秒)は %s でした") % ["%.2f" % g for g in gaps],

@@ -1,0 +1,128 @@
+"""A busy machine never fails a runner, and never passes one (conformance/cpuwait.py).
+
+The CPU wait is real here: processes pinned to one CPU, each in a session of its own (so the
+scheduler's autogroups cannot shield one from the others), must take turns on it.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance import expect
+from conformance.cpuwait import CpuWait
+from conformance.result import Result
+from tests.grading import grade
+
+BUSY = [sys.executable, "-c", "while True: pass"]
+# The check a self-contending runner is graded on: `run --retries 3 --backoff 5 -- ...exit 0`
+# must end within 1.5 s, with no wait after the success.
+SUCCESS_CHECK = ["--clause", "S3.4", "-k", "success_ends_the_run_at_once"]
+
+
+def pinned(argv, cpu: int) -> "subprocess.Popen[bytes]":
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def test_a_process_sharing_its_cpu_is_counted_waiting_and_a_sleeping_one_is_not():
+    cpu = min(os.sched_getaffinity(0))
+    busy = [pinned(BUSY, cpu) for _ in range(2)]
+    sleeper = subprocess.Popen(["sleep", "1"], start_new_session=True)
+    waits = {process.pid: CpuWait() for process in busy + [sleeper]}
+    try:
+        until = time.monotonic() + 0.8
+        while time.monotonic() < until:
+            for pid, wait in waits.items():
+                wait.sample(pid)
+            time.sleep(0.01)
+    finally:
+        for process in busy + [sleeper]:
+            process.kill()
+            process.wait()
+    # Two busy processes on one CPU: each waits about half the time.
+    assert all(waits[process.pid].seconds > 0.2 for process in busy), [w.seconds for w in waits.values()]
+    assert waits[sleeper.pid].seconds < 0.05
+    gone = CpuWait()
+    gone.sample(sleeper.pid)  # ended and reaped: nothing to read, nothing counted
+    assert gone.seconds == 0
+
+
+def _result(duration_s: float, cpu_wait_s: float) -> Result:
+    files = {"runs": b"", "applied": [], "markers": [], "marker_files": [], "work": {}}
+    return Result(
+        ["run", "--", "true"], 0, None, duration_s, 0.0, 0.0, b"", b"", [], None, lab_files=files, cpu_wait_s=cpu_wait_s
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "duration_s,cpu_wait_s,verdict",
+    [
+        (1.0, 0.0, None),  # within the bound
+        (1.0, 5.0, None),  # within it however busy the machine was
+        (2.0, 0.6, expect.Unsettled),  # 0.5 s late, but 0.6 s waiting for a CPU: judged again
+        (2.0, 0.4, expect.ClauseFailure),  # later than the wait explains: the runner's own doing
+        (0.1, 5.0, expect.ClauseFailure),  # too early: a busy machine never makes a runner early
+    ],
+)
+def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cpu_wait_s, verdict):
+    result = _result(duration_s, cpu_wait_s)
+    if verdict is None:
+        expect.took_between(result, 0.5, 1.5, "S2.1", "quick")
+    else:
+        with pytest.raises(verdict) as raised:
+            expect.took_between(result, 0.5, 1.5, "S2.1", "quick")
+        if verdict is expect.Unsettled:
+            assert "S2.1" in str(raised.value) and "0.60s for a CPU" in str(raised.value)
+
+
+# A runner that makes itself wait for a CPU: before running its command it starts busy processes
+# on its own CPU and computes for 0.6 s of CPU time, so it ends late, by less than it waited.
+# With LINGER it also waits after its command succeeds, which no CPU wait can explain.
+SELF_CONTENDING = """
+import os, signal, subprocess, sys, time
+cpu = min(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {cpu})
+hogs = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            pass
+    hogs.append(pid)
+spent = time.process_time() + 0.6
+while time.process_time() < spent:
+    pass
+for pid in hogs:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+args = sys.argv[1:]
+code = subprocess.call(args[args.index("--") + 1:])
+time.sleep(LINGER)
+sys.exit(code)
+"""
+
+
+def _self_contending(tmp_path: Path, linger: float) -> Path:
+    runner = tmp_path / ("linger-%g" % linger) / "runner.py"
+    runner.parent.mkdir()
+    runner.write_text(SELF_CONTENDING.replace("LINGER", repr(linger)))
+    return runner
+
+
+def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_path):
+    graded = grade(tmp_path, _self_contending(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+    (check,) = graded.report["tests"]
+    # Never a failure: the lateness is the CPU's; never a pass either: it was never on time.
+    assert graded.rc == 2 and check["outcome"] == "error", graded.explain()
+    assert check["plays"] == 3 and graded.report["timing"]["played_again"] == 1
+    assert "not judged" in check["message"] and "for a CPU" in check["message"]
+
+
+def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path):
+    graded = grade(tmp_path, _self_contending(tmp_path, 5), *SUCCESS_CHECK, workers=0)
+    (check,) = graded.report["tests"]
+    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
+    assert "plays" not in check and "no wait after a success" in check["message"]
