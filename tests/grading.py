@@ -61,6 +61,15 @@ def class_command(*args: str) -> List[str]:
     return [sys.executable, "-m", "conformance", "class", *args]
 
 
+def not_passed(out: Path, student: str) -> str:
+    """What a student's grading did not pass, each check with its message: why a grade is short."""
+    report = out / student / "results.json"
+    if not report.exists():
+        return "no results.json for %s" % student
+    tests = json.loads(report.read_text(encoding="utf-8"))["tests"]
+    return "\n".join("%s %s: %s" % (t["outcome"], t["id"], t["message"]) for t in tests if t["outcome"] != "passed")
+
+
 def class_rows(out: Path) -> Dict[str, Dict[str, str]]:
     """A class folder's grades.csv, by student."""
     with open(str(out / "grades.csv"), newline="") as handle:
