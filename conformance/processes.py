@@ -437,14 +437,15 @@ class Invocation:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
         hung = False
         rc: Optional[int] = None
-        deadline = self.started + self.deadline_s
         # Polled rather than waited for: the runner's CPU wait can only be read while it lives.
+        # The deadline moves by that wait (up to its own length again): a busy machine must not
+        # make a runner that would have finished pass for one that hangs.
         while True:
             self._sample_cpu_wait()
             rc = self.process.poll()
             if rc is not None:
                 break
-            if timing.now() >= deadline:
+            if timing.now() >= self.started + self.deadline_s + min(self.cpu_wait.seconds, self.deadline_s):
                 hung = True
                 self._kill_runner()
                 break

@@ -78,11 +78,15 @@ def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cp
             assert "S2.1" in str(raised.value) and "0.60s for a CPU" in str(raised.value)
 
 
-# A runner that makes itself wait for a CPU: before running its command it starts busy processes
+# A runner that makes itself wait for a CPU in the check's call (the one with --backoff; the
+# grading's first basic call runs plainly): before running its command it starts busy processes
 # on its own CPU and computes for 0.6 s of CPU time, so it ends late, by less than it waited.
 # With LINGER it also waits after its command succeeds, which no CPU wait can explain.
 SELF_CONTENDING = """
 import os, signal, subprocess, sys, time
+args = sys.argv[1:]
+if "--backoff" not in args:
+    sys.exit(subprocess.call(args[args.index("--") + 1:]))
 cpu = min(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpu})
 hogs = []
@@ -98,7 +102,6 @@ while time.process_time() < spent:
 for pid in hogs:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-args = sys.argv[1:]
 code = subprocess.call(args[args.index("--") + 1:])
 time.sleep(LINGER)
 sys.exit(code)
@@ -122,7 +125,6 @@ def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_
 
 
 def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path):
-    # 2 s: past any bound, yet inside the 8 s the first basic call of a grading is given (blocking.py).
     graded = grade(tmp_path, _self_contending(tmp_path, 2), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
