@@ -12,8 +12,9 @@ import os
 from typing import Dict, Tuple
 
 
-def _waited_ns(pid: int, tid: str) -> int:
-    with open("/proc/%d/task/%s/schedstat" % (pid, tid), "rb") as handle:
+def _waited_ns(schedstat: str) -> int:
+    """A thread's CPU wait so far, from its schedstat file."""
+    with open(schedstat, "rb") as handle:
         return int(handle.read().split()[1])
 
 
@@ -35,7 +36,7 @@ class CpuWait:
             return  # ended: what it waited was counted at the last sample
         for tid in threads:
             try:
-                waited = _waited_ns(pid, tid)
+                waited = _waited_ns("/proc/%d/task/%s/schedstat" % (pid, tid))
             except (OSError, IndexError, ValueError):
                 continue
             key = (pid, int(tid))
@@ -55,7 +56,6 @@ class CpuWait:
 def own_thread_waited() -> float:
     """Seconds the calling thread has waited for a CPU so far (0 where the kernel does not say)."""
     try:
-        with open("/proc/thread-self/schedstat", "rb") as handle:
-            return int(handle.read().split()[1]) / 1e9
+        return _waited_ns("/proc/thread-self/schedstat") / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0

@@ -173,8 +173,7 @@ class Unsettled(Exception):
     """A runner past a timing bound by no more than it waited for a CPU: the busy machine may be
     to blame, so the check is played again (see plugin.py), never failed on this measurement."""
 
-    def __init__(self, failure: ClauseFailure, late_s: float, cpu_wait_s: float) -> None:
-        self.failure = failure
+    def __init__(self, clause: str, late_s: float, cpu_wait_s: float) -> None:
         super().__init__(
             say(
                 "[%s] not judged: the runner was %.2fs late, but it waited %.2fs for a CPU (a busy machine); "
@@ -183,7 +182,7 @@ class Unsettled(Exception):
                 "CPU を %.2f 秒待っていました(マシンが混んでいます)。"
                 "ワーカーを減らす(-n)か、空いたマシンで採点し直してください",
             )
-            % (failure.clause, late_s, cpu_wait_s)
+            % (clause, late_s, cpu_wait_s)
         )
 
 
@@ -213,10 +212,9 @@ def in_time(late_s: float, clause: str, expected: str, actual: str, result: Resu
     __tracebackhide__ = True
     if late_s <= 0:
         return
-    failure = ClauseFailure(clause, expected, actual, result, hint)
     if late_s <= result.cpu_wait_s:
-        raise Unsettled(failure, late_s, result.cpu_wait_s)
-    raise failure
+        raise Unsettled(clause, late_s, result.cpu_wait_s)
+    fail(clause, expected, actual, result, hint)
 
 
 # ---------------------------------------------------------------- common judgements
