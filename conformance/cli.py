@@ -331,9 +331,12 @@ def _counts(summary: Dict) -> str:
 
 
 def exit_status(pytest_code: int, summary: dict) -> int:
-    if summary["errors"] or summary["total"] == 0 or pytest_code not in (0, 1):
+    """1 when a check failed, whatever else could not be judged: a failure is certain either way."""
+    if pytest_code not in (0, 1) or summary["total"] == 0:
         return EXIT_ERROR
-    return EXIT_FAILED if summary["failed"] else EXIT_PASSED
+    if summary["failed"]:
+        return EXIT_FAILED
+    return EXIT_ERROR if summary["errors"] else EXIT_PASSED
 
 
 def main_roots(argv: Sequence[str]) -> int:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set
 
+from conformance.machine import MACHINE_DIR
+
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
 # A machine that grades both on the host and in containers needs two ranges: the host sees the
 # containers' processes, so a host sweep would kill a container's runner of the same uid (and a
@@ -56,9 +58,9 @@ def _uid_base() -> int:
 
 
 UID_BASE = _uid_base()
-# One place per machine, whatever TMPDIR says (tox gives each env its own): two gradings that
-# kept their leases in different folders could lease the same uid and sweep each other's runners.
-LEASES = Path("/run" if os.access("/run", os.W_OK) else "/tmp") / "pyops-conformance-uids"
+# One place per machine: two gradings that kept their leases in different folders could lease
+# the same uid and sweep each other's runners.
+LEASES = MACHINE_DIR / "pyops-conformance-uids"
 
 CLEAN = b"clean"  # in a uid's lease file: no process of the uid was left when the lease ended
 

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import commands, expect, identity, observations, report, view
+from conformance import commands, expect, identity, machine, observations, report, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
@@ -309,8 +309,14 @@ def runner(request: pytest.FixtureRequest):
     config = request.config
     info = config.pyops  # type: ignore[attr-defined]
     maker, canary = _session_parts(config)
-    canary.probe(lambda: _lab(maker, info), info["python"], _observations(config))
-    with _driven(request.node, 0) as driver:
+    # The play holds its turn on the machine (machine.py) before anything of the lab, and lets
+    # both go when it is played again (pytest_pyfunc_call): so a replay never waits for a lab its
+    # own check still holds (the real paths in shared mode, a system root), nor for a turn.
+    with contextlib.ExitStack() as first_play:
+        first_play.enter_context(machine.turn(alone=False))
+        canary.probe(lambda: _lab(maker, info), info["python"], _observations(config))
+        driver = first_play.enter_context(_driven(request.node, 0))
+        request.node._pyops_first_play = first_play  # type: ignore[attr-defined]
         yield driver
 
 
@@ -334,20 +340,21 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
     """Play a check again, in a fresh lab, while its timing is Unsettled (see cpuwait.py).
 
     Waiting for a CPU only ever makes a runner later, so a pass is a pass however busy the machine;
-    a bound missed by no more than that wait is measured again, up to PLAYS times in all, and if
-    the machine never lets it be judged, the check is an error of the grading, not a failure.
+    a bound missed by no more than that wait is measured again, up to PLAYS times in all, each
+    replay alone on the machine (machine.turn), and if the machine never lets it be judged, the
+    check is an error of the grading, not a failure.
     """
     if not isinstance(pyfuncitem.funcargs.get("runner"), Driver):
         return None  # not a check of a runner: pytest calls it as usual
     arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     for replay in range(PLAYS):
-        if replay:
-            pyfuncitem.user_properties.append(("plays", replay + 1))
         try:
             if replay == 0:
                 pyfuncitem.obj(**arguments)
             else:
-                with _driven(pyfuncitem, replay) as driver:
+                pyfuncitem.user_properties.append(("plays", replay + 1))
+                pyfuncitem._pyops_first_play.close()  # type: ignore[attr-defined]
+                with machine.turn(alone=True), _driven(pyfuncitem, replay) as driver:
                     pyfuncitem.obj(**dict(arguments, runner=driver))
             return True
         except expect.Unsettled as unsettled:

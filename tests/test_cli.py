@@ -82,6 +82,23 @@ def test_failures_exit_1_and_name_their_clause(tmp_path):
     assert "S1   run a command" in graded.stdout and "FAIL" in graded.stdout
 
 
+@pytest.mark.parametrize(
+    "pytest_code, counts, status",
+    [
+        (0, (3, 0, 0), 0),
+        (1, (2, 1, 0), 1),
+        (1, (1, 1, 1), 1),  # a failure stands, whatever else could not be judged
+        (1, (2, 0, 1), 2),  # nothing failed, but not everything was judged
+        (5, (0, 0, 0), 2),  # nothing selected
+        (2, (1, 0, 0), 2),  # interrupted
+    ],
+)
+def test_the_exit_status_says_the_surest_verdict(pytest_code, counts, status):
+    passed, failed, errors = counts
+    summary = {"passed": passed, "failed": failed, "errors": errors, "total": passed + failed + errors}
+    assert cli.exit_status(pytest_code, summary) == status
+
+
 def test_hints_in_japanese(tmp_path):
     graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--lang", "ja")
     assert graded.rc == 1

@@ -108,7 +108,7 @@ sys.exit(code)
 """
 
 
-def _self_contending(tmp_path: Path, linger: float) -> Path:
+def self_contending_runner(tmp_path: Path, linger: float) -> Path:
     runner = tmp_path / ("linger-%g" % linger) / "runner.py"
     runner.parent.mkdir()
     runner.write_text(SELF_CONTENDING.replace("LINGER", repr(linger)))
@@ -116,7 +116,7 @@ def _self_contending(tmp_path: Path, linger: float) -> Path:
 
 
 def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_path):
-    graded = grade(tmp_path, _self_contending(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+    graded = grade(tmp_path, self_contending_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     # Never a failure: the lateness is the CPU's; never a pass either: it was never on time.
     assert graded.rc == 2 and check["outcome"] == "error", graded.explain()
@@ -125,7 +125,7 @@ def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_
 
 
 def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path):
-    graded = grade(tmp_path, _self_contending(tmp_path, 2), *SUCCESS_CHECK, workers=0)
+    graded = grade(tmp_path, self_contending_runner(tmp_path, 2), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     assert "plays" not in check and "no wait after a success" in check["message"]

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.processes import SESSION_VAR, reap, tagged
 from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, probe_namespace
+from tests.test_cpuwait import SUCCESS_CHECK, self_contending_runner
 from tests.tree import learner_folder, tree_state
 
 
@@ -88,6 +89,18 @@ def test_the_learners_own_runner_in_place_is_graded_and_kept(machine):
     output = suite.communicate(timeout=300)[0].decode()
     assert suite.returncode == 1, output
     assert unchanged()
+
+
+def test_a_check_played_again_in_place_gets_the_real_paths_again(machine, tmp_path):
+    # A replay needs the real paths its first play still held when its timing was unsettled:
+    # the first play lets them go first, or the replay would wait for itself forever.
+    start, unchanged, report_folder, _ = machine
+    runner = self_contending_runner(tmp_path, 0)
+    suite = start("--runner", str(runner), "-n", "0", *SUCCESS_CHECK)
+    output = suite.communicate(timeout=120)[0].decode()
+    (check,) = json.loads((report_folder / "r.json").read_text())["tests"]
+    assert suite.returncode == 2 and check["plays"] == 3 and "not judged" in check["message"], output
+    assert unchanged(), "the learner's folders differ after a check played again"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

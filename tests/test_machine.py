@@ -1,0 +1,88 @@
+"""Turns on the machine: a replay plays alone, after the plays in flight and before new ones."""
+
+import threading
+import time
+
+import pytest
+
+from conformance import machine
+
+
+@pytest.fixture(autouse=True)
+def own_machine(tmp_path, monkeypatch):
+    """Lock files of this test's own, and a fresh budget of alone plays."""
+    monkeypatch.setattr(machine, "MACHINE_DIR", tmp_path)
+    monkeypatch.setattr(machine, "_alone_played", 0)
+
+
+def hold(alone, entered, leave):
+    """In a thread: take a turn, say so, and keep it until `leave` is set."""
+
+    def play():
+        with machine.turn(alone=alone):
+            entered.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=play)
+    thread.start()
+    assert entered.wait(10), "the turn was never had"
+    return thread
+
+
+def test_a_replay_waits_for_the_plays_in_flight():
+    entered, leave = threading.Event(), threading.Event()
+    first = hold(False, entered, leave)
+    threading.Timer(0.3, leave.set).start()
+    started = time.monotonic()
+    with machine.turn(alone=True) as alone:
+        waited = time.monotonic() - started
+    first.join()
+    assert alone and waited >= 0.25, "alone after %.2fs, while a play was in flight" % waited
+
+
+def test_no_new_play_starts_while_a_replay_plays():
+    entered, leave = threading.Event(), threading.Event()
+    replay = hold(True, entered, leave)
+    threading.Timer(0.3, leave.set).start()
+    started = time.monotonic()
+    with machine.turn(alone=False) as alone:
+        waited = time.monotonic() - started
+    replay.join()
+    assert not alone and waited >= 0.25, "a play started %.2fs into a replay's turn" % waited
+
+
+def test_plays_share_the_machine():
+    entered, leave = threading.Event(), threading.Event()
+    first = hold(False, entered, leave)
+    started = time.monotonic()
+    with machine.turn(alone=False):
+        waited = time.monotonic() - started
+    leave.set()
+    first.join()
+    assert waited < 0.2, "a play waited %.2fs for another play" % waited
+
+
+def test_a_replay_plays_anyway_after_its_patience(monkeypatch):
+    monkeypatch.setattr(machine, "PATIENCE_S", 0.3)
+    entered, leave = threading.Event(), threading.Event()
+    first = hold(False, entered, leave)
+    try:
+        with machine.turn(alone=True) as alone:
+            assert not alone, "alone while another play held its turn"
+    finally:
+        leave.set()
+        first.join()
+
+
+def test_a_grading_plays_alone_only_so_often():
+    alone_turns = []
+    for _ in range(machine.ALONE_BUDGET + 2):
+        with machine.turn(alone=True) as alone:
+            alone_turns.append(alone)
+    assert alone_turns == [True] * machine.ALONE_BUDGET + [False, False]
+
+
+def test_a_folder_without_locks_plays_without_turns(tmp_path, monkeypatch):
+    monkeypatch.setattr(machine, "MACHINE_DIR", tmp_path / "missing")
+    with machine.turn(alone=True) as alone:
+        assert not alone
