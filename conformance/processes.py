@@ -436,6 +436,7 @@ class Invocation:
     def finish(self) -> Result:
         """Wait for the runner (up to its deadline), collect what it did, and clean up."""
         hung = False
+        hung_after_s = self.deadline_s
         rc: Optional[int] = None
         # Polled rather than waited for: the runner's CPU wait can only be read while it lives.
         # The deadline moves by that wait (up to its own length again): a busy machine must not
@@ -445,7 +446,8 @@ class Invocation:
             rc = self.process.poll()
             if rc is not None:
                 break
-            if timing.now() >= self.started + self.deadline_s + min(self.cpu_wait.seconds, self.deadline_s):
+            hung_after_s = self.deadline_s + min(self.cpu_wait.seconds, self.deadline_s)
+            if timing.now() >= self.started + hung_after_s:
                 hung = True
                 self._kill_runner()
                 break
@@ -490,7 +492,7 @@ class Invocation:
         return Result(
             args=self.args,
             rc=rc,
-            hung_after_s=self.deadline_s if hung else None,
+            hung_after_s=hung_after_s if hung else None,
             duration_s=ended - self.started,
             cpu_wait_s=self.cpu_wait.seconds,
             ended_at=ended_at,
