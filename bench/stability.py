@@ -1,20 +1,26 @@
 """Stable verdicts: the same runner graded again and again gets the same verdict, idle or loaded.
 
-    python bench/stability.py [--runs 20] [--s6-runs 20] [--condition idle|loaded|both] [--wrong]
-                              [-- SUITE OPTIONS]
+    python bench/stability.py [--runs 20] [--s6-runs 20] [--condition idle|loaded|crowded|both]
+                              [--wrong] [-- SUITE OPTIONS]
 
 Grades the reference and every correct runner in tests/good (with --wrong, also three wrong
 runners of the zoo) with `pyops-conformance --repeat`: the whole core profile --runs times, then
 the SIGTERM step alone (`--clause S6`, where start-up windows once made verdicts vary) --s6-runs
-times; first on an idle machine, then while two CPU-bound processes load both cores. Prints, per
-runner, condition and selection, how many distinct verdicts (sets of failed checks) the rounds
-gave: the goal is 1 everywhere. Exits 1 if any verdict varied. Options after `--` go to every
-grading (for example `-- --isolation chroot --python /usr/bin/python3`, with PYOPS_ROOTS set).
+times; first on an idle machine, then while two CPU-bound processes load both cores. `crowded`
+grades while --crowd other gradings of the reference run over and over (-n 4 each), the load of a
+class graded at once or of the project's own tests, where a check played again waits for its
+turn alone on the machine. Prints, per runner, condition and selection, how many distinct
+verdicts (sets of failed checks) the rounds gave, and of the last round how many checks did not
+pass (failed or not judged; the goal is 1 and 0 everywhere) and how many were played again.
+Exits 1 if any verdict varied. Options after `--` go to every grading (for example
+`-- --isolation chroot --python /usr/bin/python3`, with PYOPS_ROOTS set).
 """
 
 import argparse
 import json
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,11 +34,26 @@ from tests.zoo.mutants import MUTANTS, build  # noqa: E402
 
 WRONG = ("kills-only-the-child", "marker-before-apply-sh", "sigterm-not-forwarded")
 SELECTIONS = {"core": [], "S6": ["--clause", "S6"]}
+CONDITIONS = {"idle": ["idle"], "loaded": ["loaded"], "crowded": ["crowded"], "both": ["idle", "loaded"]}
 
 
 def spin():
     while True:
         pass
+
+
+def crowd(scratch: Path, count: int, suite_options) -> "list[subprocess.Popen]":
+    """`count` gradings of the reference, each started again as soon as it ends, in sessions of their own."""
+    grading = [sys.executable, "-m", "conformance", "--runner", str(REPO / "runner" / "runner.py"), "-n", "4"]
+    loop = "while :; do %s >/dev/null 2>&1; done" % " ".join(grading + list(suite_options))
+    return [subprocess.Popen(["sh", "-c", loop], cwd=str(scratch), start_new_session=True) for _ in range(count)]
+
+
+def disperse(crowded: "list[subprocess.Popen]") -> None:
+    for loop in crowded:
+        os.killpg(loop.pid, signal.SIGTERM)  # the loop and its grading, which puts its lab back
+    for loop in crowded:
+        loop.wait()
 
 
 def runners(scratch: Path, wrong: bool):
@@ -48,7 +69,8 @@ def runners(scratch: Path, wrong: bool):
 
 
 def repeated(runner: Path, rounds: int, selection, scratch: Path, suite_options=()):
-    """Grade `runner` `rounds` times; return (distinct verdicts, failures of the last round, varied checks)."""
+    """Grade `runner` `rounds` times: (distinct verdicts, and of the last round the checks not passed and
+    played again; the checks that varied)."""
     report = scratch / "report.json"
     argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)] + list(suite_options)
     subprocess.run(
@@ -59,14 +81,15 @@ def repeated(runner: Path, rounds: int, selection, scratch: Path, suite_options=
     # A round's verdict is the steady failures plus its own outcomes of the checks that varied.
     verdicts = {tuple(entry["outcomes"][number] for entry in varied) for number in range(rounds)}
     failed = sum(test["outcome"] != "passed" for test in data["tests"])
-    return len(verdicts), failed, varied
+    return len(verdicts), failed, data["timing"].get("played_again", 0), varied
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="rounds of the whole core profile per runner")
     parser.add_argument("--s6-runs", type=int, default=20, help="rounds of --clause S6 per runner")
-    parser.add_argument("--condition", choices=("idle", "loaded", "both"), default="both")
+    parser.add_argument("--condition", choices=sorted(CONDITIONS), default="both")
+    parser.add_argument("--crowd", type=int, default=3, help="other gradings at once when crowded (default 3)")
     parser.add_argument("--only", help="grade this runner only (reference, a tests/good stem, or a --wrong one)")
     parser.add_argument("--wrong", action="store_true", help="also grade three wrong runners of the zoo")
     parser.add_argument("suite_options", nargs="*", help="after --: options for every grading")
@@ -75,25 +98,29 @@ def main():
     graded = runners(scratch, options.wrong)
     if options.only:
         graded = {options.only: graded[options.only]}
-    conditions = {"idle": ["idle"], "loaded": ["loaded"], "both": ["idle", "loaded"]}[options.condition]
-    print("%-8s %-26s %-5s %6s %9s %8s  %s" % ("machine", "runner", "what", "rounds", "verdicts", "failed", "time"))
+    conditions = CONDITIONS[options.condition]
+    print(
+        "%-8s %-26s %-5s %6s %9s %8s %7s  %s"
+        % ("machine", "runner", "what", "rounds", "verdicts", "failed", "again", "time")
+    )
     any_varied = False
     for condition in conditions:
         load = [multiprocessing.Process(target=spin, daemon=True) for _ in range(2 if condition == "loaded" else 0)]
         for process in load:
             process.start()
+        crowded = crowd(scratch, options.crowd, options.suite_options) if condition == "crowded" else []
         try:
             for name, runner in graded.items():
                 for selection, rounds in (("core", options.runs), ("S6", options.s6_runs)):
                     if rounds < 1:
                         continue
                     began = time.monotonic()
-                    distinct, failed, varied = repeated(
+                    distinct, failed, again, varied = repeated(
                         runner, rounds, SELECTIONS[selection], scratch, options.suite_options
                     )
                     print(
-                        "%-8s %-26s %-5s %6d %9d %8d  %.0fs"
-                        % (condition, name, selection, rounds, distinct, failed, time.monotonic() - began),
+                        "%-8s %-26s %-5s %6d %9d %8d %7d  %.0fs"
+                        % (condition, name, selection, rounds, distinct, failed, again, time.monotonic() - began),
                         flush=True,
                     )
                     for entry in varied:
@@ -102,6 +129,7 @@ def main():
         finally:
             for process in load:
                 process.terminate()
+            disperse(crowded)
     sys.exit(1 if any_varied else 0)
 
 

@@ -45,8 +45,10 @@ def test_any_bytes_give_one_record_per_line_and_no_exception(data):
         record.shown()  # always printable
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(json_objects, min_size=1, max_size=5), st.sampled_from([b"\n", b"\r\n"]))
+# Generating nested objects is the cost here (15 CPU-s for 300 examples of up to five): fewer and
+# shorter files find the same (a line is read alone, so more lines add little).
+@settings(max_examples=150, deadline=None)
+@given(st.lists(json_objects, min_size=1, max_size=3), st.sampled_from([b"\n", b"\r\n"]))
 def test_well_formed_objects_read_back_as_written(objects, newline):
     data = b"".join(json.dumps(obj).encode() + newline for obj in objects)
     found = parse(data)
