@@ -29,26 +29,20 @@ def hold(alone, entered, leave):
     return thread
 
 
-def test_a_replay_waits_for_the_plays_in_flight():
+@pytest.mark.parametrize(
+    "held_alone, asked_alone",
+    [(False, True), (True, False)],
+    ids=["a replay waits for the plays in flight", "no new play starts while a replay plays"],
+)
+def test_a_replay_and_a_play_never_overlap(held_alone, asked_alone):
     entered, leave = threading.Event(), threading.Event()
-    first = hold(False, entered, leave)
+    holder = hold(held_alone, entered, leave)
     threading.Timer(0.3, leave.set).start()
     started = time.monotonic()
-    with machine.turn(alone=True) as alone:
+    with machine.turn(alone=asked_alone) as alone:
         waited = time.monotonic() - started
-    first.join()
-    assert alone and waited >= 0.25, "alone after %.2fs, while a play was in flight" % waited
-
-
-def test_no_new_play_starts_while_a_replay_plays():
-    entered, leave = threading.Event(), threading.Event()
-    replay = hold(True, entered, leave)
-    threading.Timer(0.3, leave.set).start()
-    started = time.monotonic()
-    with machine.turn(alone=False) as alone:
-        waited = time.monotonic() - started
-    replay.join()
-    assert not alone and waited >= 0.25, "a play started %.2fs into a replay's turn" % waited
+    holder.join()
+    assert alone == asked_alone and waited >= 0.25, "had its turn %.2fs after asking, while another held one" % waited
 
 
 def test_plays_share_the_machine():
