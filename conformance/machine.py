@@ -21,22 +21,25 @@ from typing import Iterator, Optional
 # their locks in different folders would not see each other.
 MACHINE_DIR = Path("/run" if os.access("/run", os.W_OK) else "/tmp")
 
-# How long a play waits for its turn at most; then it plays anyway (a turn is help, not a rule:
-# a grading never stalls because another one holds the machine too long).
-PATIENCE_S = 120.0
+# How long a play waits for its turn at most (a replay waits for the longest check in flight,
+# some 20 s); then it plays anyway, and so does every later play of this process: a turn is help,
+# not a rule, and a holder that never lets go (a grading stopped with Ctrl-Z) must not make every
+# check of every grading wait this long.
+PATIENCE_S = 60.0
 # How many replays one grading process plays alone at most: a runner that keeps its own checks
 # unsettled (busy children of its own) must not hold back every other grading on the machine.
 ALONE_BUDGET = 8
 _POLL_S = 0.02
 
 _alone_played = 0
+_gave_up = False
 
 
 def _lock_file(name: str) -> Optional[int]:
     """A lock file of this machine's gradings (one set per uid: the grader's, never a runner's)."""
     path = MACHINE_DIR / ("pyops-conformance-%d.%s" % (os.geteuid(), name))
     try:
-        return os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        return os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None  # a read-only or foreign folder: play without turns
 
@@ -56,12 +59,13 @@ def _take(fd: int, how: int, until: float) -> bool:
 def turn(alone: bool) -> Iterator[bool]:
     """Hold this machine for one play of a check: with others, or alone. Yields whether it is alone.
 
-    An exclusive turn beyond ALONE_BUDGET, or one not had within PATIENCE_S, is played with others.
+    An exclusive turn beyond ALONE_BUDGET, or any turn not had within PATIENCE_S, is played
+    without one (and, after such a wait, every later turn of this process too).
     """
-    global _alone_played
+    global _alone_played, _gave_up
     if alone and _alone_played >= ALONE_BUDGET:
         alone = False
-    gate, claim = _lock_file("gate"), _lock_file("plays")
+    gate, claim = (None, None) if _gave_up else (_lock_file("gate"), _lock_file("plays"))
     claimed = False
     try:
         if gate is not None and claim is not None:
@@ -71,6 +75,7 @@ def turn(alone: bool) -> Iterator[bool]:
                 claimed = _take(claim, how, until)
                 if not (alone and claimed):  # through the gate: a waiting replay may close it behind us
                     fcntl.flock(gate, fcntl.LOCK_UN)
+            _gave_up = not claimed
         alone = alone and claimed
         _alone_played += alone
         yield alone

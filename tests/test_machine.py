@@ -13,6 +13,7 @@ def own_machine(tmp_path, monkeypatch):
     """Lock files of this test's own, and a fresh budget of alone plays."""
     monkeypatch.setattr(machine, "MACHINE_DIR", tmp_path)
     monkeypatch.setattr(machine, "_alone_played", 0)
+    monkeypatch.setattr(machine, "_gave_up", False)
 
 
 def hold(alone, entered, leave):
@@ -56,16 +57,21 @@ def test_plays_share_the_machine():
     assert waited < 0.2, "a play waited %.2fs for another play" % waited
 
 
-def test_a_replay_plays_anyway_after_its_patience(monkeypatch):
+def test_a_turn_not_had_in_time_is_played_without_and_not_waited_for_again(monkeypatch):
+    # A holder that never lets go (a grading stopped with Ctrl-Z) costs one wait, not one per check.
     monkeypatch.setattr(machine, "PATIENCE_S", 0.3)
     entered, leave = threading.Event(), threading.Event()
-    first = hold(False, entered, leave)
+    stuck = hold(False, entered, leave)
     try:
         with machine.turn(alone=True) as alone:
             assert not alone, "alone while another play held its turn"
+        started = time.monotonic()
+        with machine.turn(alone=True) as alone:
+            waited = time.monotonic() - started
+        assert not alone and waited < 0.1, "waited %.2fs again for a turn that was not had before" % waited
     finally:
         leave.set()
-        first.join()
+        stuck.join()
 
 
 def test_a_grading_plays_alone_only_so_often():
