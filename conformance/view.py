@@ -20,7 +20,9 @@ _WORDS = {
         "step": "%(step)s: %(failed)d of %(total)d checks failed",
         "caused_elsewhere": " (%(elsewhere)d of them by a failure of %(clauses)s, shown under its step)",
         "found_by": "  (found by a check of %(clause)s: %(check)s)",
-        "errors": "The grader could not judge these checks (not your runner's fault; please report it):",
+        "errors": (
+            "The grader could not judge these checks (not your runner's fault: grade again, and report it if it stays):"
+        ),
         "all_passed": "Every check passed.",
         "hint_again": "  (hint: as for the failure of %(clause)s above)",
         "same_way": "  (and %(more)d more checks failed the same way)",
@@ -39,7 +41,10 @@ _WORDS = {
         "step": "%(step)s: %(total)d 件中 %(failed)d 件のチェックが不合格",
         "caused_elsewhere": "(うち %(elsewhere)d 件は %(clauses)s の不合格によるもので、そのステップに表示)",
         "found_by": "  (%(clause)s のチェックで見つかりました: %(check)s)",
-        "errors": "採点側の問題で判定できなかったチェック(runner のせいではありません。報告してください):",
+        "errors": (
+            "採点側の問題で判定できなかったチェック"
+            "(runner のせいではありません。もう一度採点し、続くようなら報告してください):"
+        ),
         "all_passed": "すべてのチェックに合格しました。",
         "hint_again": "  (ヒント: 上の %(clause)s の不合格と同じ)",
         "same_way": "  (ほかに %(more)d 件のチェックが同じ理由で不合格)",
