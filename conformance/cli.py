@@ -21,12 +21,13 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from conformance import config, platforms, report, view
 from conformance.clauses import LANGUAGES, PROFILES
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class UsageError(Exception):
@@ -163,8 +164,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         args.append("-v")
     if options.view == "learner" and options.repeat == 1:
         args.append("--lab-progress")
-    if not plugin_is_installed():
-        args += ["-p", "conformance.plugin"]
+    args += ["-p", "conformance.plugin"]
     if options.runner:
         args += ["--runner", options.runner]
     if options.python:
@@ -175,7 +175,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if workers > 0 and options.decided_isolation != "shared":
         # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
         # (backoff schedules, lock contention) never queue up behind each other on one worker.
-        args += ["-n", str(workers), "--dist", "worksteal"]
+        args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "worksteal"]
     for clause in options.clause:
         args += ["--lab-clause", clause]
     if options.keyword:
@@ -185,16 +185,6 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         # reporters use to point at the check.
         args += ["--junitxml", options.junit, "-o", "junit_family=xunit1"]
     return args
-
-
-def plugin_is_installed() -> bool:
-    """Is the plugin loaded by its pytest11 entry point (an installed package), or must we name it?"""
-    from importlib.metadata import entry_points
-
-    found: Any = entry_points()
-    # Python 3.10 and later select by group; 3.8 and 3.9 return a dict of groups.
-    group = found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
-    return any(entry.value == "conformance.plugin" for entry in group)
 
 
 def validate(options: argparse.Namespace) -> None:
@@ -320,10 +310,30 @@ def grade_once(options: argparse.Namespace, json_path: Path) -> Tuple[int, Optio
     """One run of the suite: pytest's exit code and the JSON report (None if the suite never ran)."""
     import pytest  # here, so a usage error costs no pytest start-up
 
-    code = pytest.main(pytest_args(options, json_path), plugins=[])
+    with only_named_plugins():
+        code = pytest.main(pytest_args(options, json_path), plugins=[])
     if not json_path.exists():
         return code, None
     return code, json.loads(json_path.read_text(encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def only_named_plugins() -> Iterator[None]:
+    """pytest loads the plugins pytest_args names, not every one installed beside the suite.
+
+    Another plugin in the grader's environment could change how checks run (rerun, reorder or
+    time them out) and costs every xdist worker its start-up (hypothesis's: 0.4 CPU-s). The
+    workers inherit the setting with the environment.
+    """
+    before = os.environ.get(AUTOLOAD_VAR)
+    os.environ[AUTOLOAD_VAR] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[AUTOLOAD_VAR]
+        else:
+            os.environ[AUTOLOAD_VAR] = before
 
 
 def _counts(summary: Dict) -> str:

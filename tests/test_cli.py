@@ -293,3 +293,30 @@ def test_the_default_workers_follow_a_cpu_quota(tmp_path):
     assert available_cpus(tmp_path / "v1") == min(cores, 1.5)
     # Each worker costs most of a CPU-second to start: 4 at least, 4 per CPU, 16 at most.
     assert [default_workers(cpus) for cpus in (0.5, 1, 2, 8)] == [4, 4, 8, 16]
+
+
+def test_a_pytest_plugin_installed_beside_the_suite_does_not_touch_the_grading(tmp_path):
+    # A distribution on the path whose pytest11 entry point fails every test it sees: pytest
+    # would load it in every process of the grading, were the CLI not to name its plugins.
+    site = tmp_path / "site"
+    dist = site / "meddler-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: meddler\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\nmeddler = meddler_plugin\n")
+    (site / "meddler_plugin.py").write_text(
+        "import pytest\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_runtest_call(item):\n"
+        "    raise AssertionError('meddled')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m; print(m.version('meddler'))"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.strip() == "1.0", "the fake plugin is not installed: the test proves nothing"
+    graded = grade(tmp_path, REFERENCE, "--clause", "S1.1", workers=2, env=env)
+    assert graded.rc == 0, graded.explain()
+    assert "meddled" not in graded.stdout + graded.stderr
