@@ -164,7 +164,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         args.append("-v")
     if options.view == "learner" and options.repeat == 1:
         args.append("--lab-progress")
-    args += ["-p", "conformance.plugin"]
+    args += ["-p", "conformance.plugin", "-p", "xdist.plugin"]
     if options.runner:
         args += ["--runner", options.runner]
     if options.python:
@@ -175,7 +175,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if workers > 0 and options.decided_isolation != "shared":
         # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
         # (backoff schedules, lock contention) never queue up behind each other on one worker.
-        args += ["-p", "xdist.plugin", "-n", str(workers), "--dist", "worksteal"]
+        args += ["-n", str(workers), "--dist", "worksteal"]
     for clause in options.clause:
         args += ["--lab-clause", clause]
     if options.keyword:

@@ -12,12 +12,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import commands, expect, identity, machine, observations, report, view
+from conformance import commands, expect, identity, machine, observations, report, scenarios, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
@@ -136,6 +137,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "slow(seconds): a check that needs about this long; it runs first (for a shared scenario, "
         "one of the checks that judge it carries its length)",
     )
+    config.addinivalue_line(
+        "markers",
+        "judges(scenario): the check judges a scenario the grading plays ahead (scenarios.PLAYED_AHEAD); "
+        "it runs last, when that play is over",
+    )
     expect.LANG = config.getoption("--lab-lang")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:  # a pytest-xdist worker: the controller has decided everything
@@ -153,11 +159,30 @@ def pytest_configure(config: pytest.Config) -> None:
     except Refused as refusal:
         raise pytest.UsageError(str(refusal)) from None
     config.pyops["profile"] = config.getoption("--lab-profile")  # type: ignore[attr-defined]
+    config.pyops["ahead"] = played_ahead(config)  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")
+
+
+def played_ahead(config: pytest.Config) -> List[str]:
+    """The scenarios this grading plays at its start, on the controller (see scenarios.PLAYED_AHEAD).
+
+    Only with private labs (a namespace each: playing beside the checks disturbs none of them),
+    only when a check that judges them is selected, and not under -k (the checks' names are not
+    known before the workers collect them; a grading of a few checks has no time to win).
+    """
+    info = config.pyops  # type: ignore[attr-defined]
+    if info["isolation"] != NAMESPACE or config.getoption("keyword"):
+        return []
+    wanted = config.getoption("--lab-clause")
+    return [
+        name
+        for name, (clause, _play) in scenarios.PLAYED_AHEAD.items()
+        if in_profile(clause, info["profile"]) and _selected(clause, wanted)
+    ]
 
 
 class Refused(Exception):
@@ -214,6 +239,7 @@ def _isolation(asked: str, python: str):
     return SHARED, None, "%s; and no chroot: %s" % (why_not, why_not_roots), 0
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # pytest-xdist hook, called on the controller
     node.workerinput["pyops"] = node.config.pyops
 
@@ -268,13 +294,25 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    # The longest tests first, so parallel workers do not end waiting on one slow straggler; and
-    # dealt round-robin into one share per worker, because pytest-xdist's worksteal hands each
-    # worker a contiguous share at first: sorted alone, one worker would get every slow check.
-    items.sort(key=lambda item: -_expected_seconds(item))
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
-    if workers > 1:
-        items[:] = [item for share in range(workers) for item in items[share::workers]]
+    # The longest tests first, so parallel workers do not end waiting on one slow straggler (but
+    # those that judge a scenario played ahead last: it is ready by then).
+    ahead = set(config.pyops["ahead"])  # type: ignore[attr-defined]
+    items.sort(key=lambda item: (_scenario_of(item) in ahead, -_expected_seconds(item)))
+    items[:] = dealt(items, int(getattr(config, "workerinput", {}).get("workercount", 0)))
+
+
+def dealt(ordered: List, workers: int) -> List:
+    """`ordered` dealt round-robin into one share per worker, the shares laid end to end.
+
+    pytest-xdist's worksteal hands each worker a contiguous chunk of the collection at first
+    (sorted alone, one worker would get every slow check), in chunks of len // workers with the
+    remainder one each to the last ones: the bigger shares therefore go last, so that every
+    chunk is exactly one share and each worker starts with the next slowest check.
+    """
+    if workers <= 1:
+        return list(ordered)
+    shares = [ordered[share::workers] for share in range(workers)]  # the first ones may be longer
+    return [item for share in reversed(shares) for item in share]
 
 
 def _selected(clause: str, wanted: List[str]) -> bool:
@@ -301,6 +339,12 @@ PLAYS = 3
 def _expected_seconds(item: pytest.Item) -> float:
     marker = item.get_closest_marker("slow")
     return float(marker.args[0]) if marker and marker.args else 0.0
+
+
+def _scenario_of(item: pytest.Item) -> Optional[str]:
+    """The scenario played ahead that a check judges, as its `judges` marker names it."""
+    marker = item.get_closest_marker("judges")
+    return marker.args[0] if marker else None
 
 
 @pytest.fixture
@@ -458,6 +502,51 @@ class Progress:
         return found.group(1).upper() if found else None
 
 
+class PlayAhead:
+    """The controller's thread that plays this grading's scenarios PLAYED_AHEAD from its start.
+
+    What it sees is shared like any observation (observations.py): a check that asks while it
+    plays waits for it, one that asks later judges what it saw. It plays nothing when a basic
+    call fails (those checks are blocked anyway).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.thread = threading.Thread(target=self._play, name="pyops-play-ahead", daemon=True)
+
+    def start(self) -> None:
+        if self.config.pyops["ahead"]:  # type: ignore[attr-defined]
+            self.thread.start()
+
+    def _play(self) -> None:
+        info = self.config.pyops  # type: ignore[attr-defined]
+        maker, canary = _session_parts(self.config)
+        seen = _observations(self.config)
+        try:
+            with machine.turn(alone=False):
+                canary.probe(lambda: _lab(maker, info), info["python"], seen)
+                if any(canary.failed.values()):
+                    return
+                for name in info["ahead"]:
+                    _clause, play = scenarios.PLAYED_AHEAD[name]
+                    with _lab(maker, info) as lab:
+                        driver = Driver(lab, info["python"], gate=canary.gate, observations=seen)
+                        try:
+                            play(driver)
+                        finally:
+                            driver.close()
+        except Exception:  # noqa: BLE001
+            # Nothing was shared, so the first check that judges the scenario plays it itself,
+            # and says there whatever went wrong.
+            return
+
+    def stop(self) -> None:
+        """Wait for the thread; one still playing (no check asked: the session was stopped) is ended."""
+        while self.thread.is_alive():
+            reap(session_id())  # again each time: it may have started a runner since
+            self.thread.join(timeout=0.1)
+
+
 class Collector:
     """On the controller: gathers every test's outcome, writes the reports, restores the lab."""
 
@@ -465,6 +554,10 @@ class Collector:
         self.config = config
         self.tests = report.Outcomes()
         self.progress = Progress(config.getoption("--lab-progress"), expect.LANG)
+        self.ahead = PlayAhead(config)
+
+    def pytest_sessionstart(self) -> None:
+        self.ahead.start()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.progress.expect([item.nodeid for item in session.items])  # none here under xdist
@@ -488,6 +581,7 @@ class Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.ahead.stop()
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
         reap(session_id())
         observations.remove_folder(self.config.pyops["observations"])  # type: ignore[attr-defined]

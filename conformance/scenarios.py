@@ -56,6 +56,21 @@ def within_timeout(runner) -> Result:
     return runner.observe("run", "--timeout", "3", "--", *sh("sleep 1; echo finished"), expect_s=1)
 
 
+def backoff_schedule(runner) -> Result:
+    """`--retries 3 --backoff 1` of a command that always fails, each call counted in work/calls:
+    waits of 1, 2 and 4 seconds. S3.2's checks of that schedule judge it: the gaps the command
+    measured, the waits runs.jsonl shows, and the first wait. The longest scenario of a grading,
+    so it is played ahead (see PLAYED_AHEAD)."""
+    command = counted(runner.lab.work / "calls")
+    return runner.observe("run", "--retries", "3", "--backoff", "1", "--", *command, expect_s=7, scenario="backoff-1")
+
+
+# The scenarios a grading starts at once, beside its workers' start-up (plugin.py), with the
+# clause of the checks that judge them (each marked `judges(NAME)`): the longest one would
+# otherwise begin only once a worker is ready, and end the grading seconds later.
+PLAYED_AHEAD = {"backoff-1": ("S3.2", backoff_schedule)}
+
+
 def hang_retried(runner) -> Result:
     """hang.sh under `--timeout 1 --retries 1`, each call counted in work/calls: S3.3 and S7.3 judge it."""
     command = counted(runner.lab.work / "calls", 'exec "%s"' % HANG)

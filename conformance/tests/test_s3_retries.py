@@ -4,10 +4,11 @@ import pytest
 
 from conformance import expect, timing
 from conformance.commands import FLAKY, FLAKY_STATE, calls, counted, flaky_calls, flaky_count, sh, starts
-from conformance.scenarios import hang_retried
+from conformance.scenarios import backoff_schedule, hang_retried
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
+judges = pytest.mark.judges
 
 
 def counter(runner):
@@ -45,16 +46,9 @@ def test_s3_1_retries_apply_to_any_nonzero_code(runner):
     expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(counter(runner))), 3, "S3.1")
 
 
-def backoff_schedule(runner):
-    """Retries 3 with backoff 1, every attempt failing: waits of 1, 2 and 4 seconds. Observed once,
-    judged by the S3.2 checks of that schedule: the gaps the command measured, the waits
-    runs.jsonl shows, and the first wait."""
-    command = counted(counter(runner))
-    return runner.observe("run", "--retries", "3", "--backoff", "1", "--", *command, expect_s=7, scenario="backoff-1")
-
-
 @clause("S3.2")
 @slow(8)
+@judges("backoff-1")
 def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
     # Three waits tell exponential from linear (1, 2, 3), constant (1, 1, 1) and off-by-one
     # (2, 4, 8 or 0.5, 1, 2) schedules.
@@ -82,6 +76,7 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
 
 
 @clause("S3.2")
+@judges("backoff-1")
 def test_s3_2_waits_read_from_runs_jsonl(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
@@ -146,6 +141,7 @@ def test_s3_2_backoff_zero_retries_at_once(runner):
 
 
 @clause("S3.2")
+@judges("backoff-1")
 def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
