@@ -11,14 +11,17 @@ from typing import Optional
 from conformance.commands import HANG, counted, py, sh
 from conformance.result import Result
 
-# Commands that outlive a one-second timeout, each hard to kill in its own way.
+# Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
+# when played: py() names the runner's interpreter, which is known only once the grading is
+# configured (this module is imported before that, and the suite's own interpreter may sit in a
+# folder the runner's uid cannot enter).
 NEVER_ENDING = {
-    "hang.sh": [HANG],
-    "sleep": ["sleep", "60"],
-    "ignores-TERM": py("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"),
-    "background-child": sh("sleep 60 & sleep 60"),
-    "deep-tree": sh("sh -c 'sh -c \"sleep 60\"' & wait"),
-    "python-grandchildren": py(
+    "hang.sh": lambda: [HANG],
+    "sleep": lambda: ["sleep", "60"],
+    "ignores-TERM": lambda: py("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"),
+    "background-child": lambda: sh("sleep 60 & sleep 60"),
+    "deep-tree": lambda: sh("sh -c 'sh -c \"sleep 60\"' & wait"),
+    "python-grandchildren": lambda: py(
         "import subprocess, time; subprocess.Popen(['sleep', '60']); subprocess.Popen(['sleep', '61']); time.sleep(60)"
     ),
 }
@@ -39,7 +42,7 @@ class TimedOut:
 
 def timed_out(runner, name: str) -> TimedOut:
     """A timed-out run of NEVER_ENDING[name]: S2.1 to S2.4 and S7.3 judge it."""
-    command = NEVER_ENDING[name]
+    command = NEVER_ENDING[name]()
 
     def play() -> TimedOut:
         invocation = runner.start("run", "--timeout", "1", "--", *command, expect_s=1)

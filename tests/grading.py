@@ -42,11 +42,16 @@ class Grading:
 
 
 def grade(
-    tmp_path: Path, runner: Optional[Path] = None, *options: str, workers: int = 4, env: Optional[Dict] = None
+    tmp_path: Path,
+    runner: Optional[Path] = None,
+    *options: str,
+    workers: int = 4,
+    env: Optional[Dict] = None,
+    suite_python: str = sys.executable,
 ) -> Grading:
     """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`."""
     report = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "conformance", "--json", str(report), "-n", str(workers)]
+    argv = [suite_python, "-m", "conformance", "--json", str(report), "-n", str(workers)]
     if runner is not None:
         argv += ["--runner", str(runner)]
     done = subprocess.run(

@@ -259,6 +259,23 @@ def test_a_wrapper_interpreter_is_resolved_to_the_python_it_runs(tmp_path):
     assert graded.report["python"] == os.path.realpath(real) or graded.report["python"] == real
 
 
+def test_a_suite_in_a_folder_closed_to_the_runner_gives_it_commands_it_can_start(tmp_path):
+    # tox keeps its venvs in the checkout's .tox, and a checkout may sit in a folder other users
+    # cannot enter: the commands the checks give the runner must name the runner's interpreter
+    # (which its own uid can start), never the suite's own, however early they are built.
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
+    importable = os.pathsep.join(path for path in sys.path if path)
+    env = dict(os.environ, PYTHONPATH=importable)
+    suite_python = str(closed / "venv" / "bin" / "python")
+    graded = grade(tmp_path, REFERENCE, "--clause", "S2.3", workers=2, env=env, suite_python=suite_python)
+    assert graded.rc == 0, graded.explain()
+    assert graded.report["python"] != suite_python
+    if os.geteuid() == 0:  # only a root grader gives the runner a uid of its own
+        assert graded.report["runner_user"] == "own", graded.report["runner_user"]
+
+
 @pytest.mark.parametrize(
     "lang,line", [("en", "S1 done: %d of %d checks passed"), ("ja", "S1 完了: %d 件中 %d 件のチェックが合格")]
 )
