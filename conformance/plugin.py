@@ -513,6 +513,7 @@ class PlayAhead:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.thread = threading.Thread(target=self._play, name="pyops-play-ahead", daemon=True)
+        self.runner_calls: List[Sequence[float]] = []  # for the report's timing, as a check's are
 
     def start(self) -> None:
         if self.config.pyops["ahead"]:  # type: ignore[attr-defined]
@@ -535,6 +536,7 @@ class PlayAhead:
                             play(driver)
                         finally:
                             driver.close()
+                            self.runner_calls += driver.calls()
         except Exception:  # noqa: BLE001
             # Nothing was shared, so the first check that judges the scenario plays it itself,
             # and says there whatever went wrong.
@@ -582,6 +584,7 @@ class Collector:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.ahead.stop()
+        self.tests.runner_calls += self.ahead.runner_calls
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
         reap(session_id())
         observations.remove_folder(self.config.pyops["observations"])  # type: ignore[attr-defined]

@@ -55,3 +55,20 @@ def test_an_observation_keeps_small_plain_files_of_the_work_folder_and_follows_n
     os.mkfifo(str(tmp_path / "fifo"))
     (tmp_path / "tmp").mkdir()
     assert small_files(tmp_path) == {"calls": b"1.5\n2.5\n"}
+
+
+def test_the_longest_scenario_is_played_ahead_once_and_counted_in_the_timing(tmp_path, drop_box):
+    calls = drop_box / "calls"
+    calls.touch()
+    calls.chmod(0o666)
+    runner = tmp_path / "runner.py"
+    base = next(path for path in GOOD if path.name == "timer_runner.py")
+    runner.write_text(NOTE_THE_CALL % str(calls) + base.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S3.2", workers=2)
+    assert graded.rc == 0, graded.explain()
+    runs = Counter(tuple(json.loads(line))[:5] for line in calls.read_text().splitlines())
+    # One 1-2-4 s schedule for the three checks that judge it, played on the grading's own
+    # process (namespace mode); its 7 s of forced waits are in the report's timing like any call.
+    assert runs[("run", "--retries", "3", "--backoff", "1")] == 1, runs
+    assert graded.report["isolation"] == "namespace"
+    assert graded.report["timing"]["forced_wait_s"] >= 7, graded.report["timing"]
