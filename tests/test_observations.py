@@ -16,13 +16,19 @@ NOTE_THE_CALL = (
 )
 
 
-def test_a_scenario_is_played_once_per_grading_whatever_the_workers(tmp_path, drop_box):
+def noting_runner(tmp_path, drop_box, good: str):
+    """The good runner named `good`, made to note every call in a file the test reads: (runner, calls)."""
     calls = drop_box / "calls"
     calls.touch()
     calls.chmod(0o666)
     runner = tmp_path / "runner.py"
-    base = next(path for path in GOOD if path.name == "int_timeout_runner.py")
+    base = next(path for path in GOOD if path.name == good)
     runner.write_text(NOTE_THE_CALL % str(calls) + base.read_text())
+    return runner, calls
+
+
+def test_a_scenario_is_played_once_per_grading_whatever_the_workers(tmp_path, drop_box):
+    runner, calls = noting_runner(tmp_path, drop_box, "int_timeout_runner.py")
     # Three workers: a scenario one worker played is judged by checks that run on the others.
     clauses = ["S2", "S3.3", "S4.3", "S5.1", "S5.2", "S7.3"]
     graded = grade(tmp_path, runner, *["--clause=%s" % clause for clause in clauses], workers=3)
@@ -58,12 +64,7 @@ def test_an_observation_keeps_small_plain_files_of_the_work_folder_and_follows_n
 
 
 def test_the_longest_scenario_is_played_ahead_once_and_counted_in_the_timing(tmp_path, drop_box):
-    calls = drop_box / "calls"
-    calls.touch()
-    calls.chmod(0o666)
-    runner = tmp_path / "runner.py"
-    base = next(path for path in GOOD if path.name == "timer_runner.py")
-    runner.write_text(NOTE_THE_CALL % str(calls) + base.read_text())
+    runner, calls = noting_runner(tmp_path, drop_box, "timer_runner.py")
     graded = grade(tmp_path, runner, "--clause", "S3.2", workers=2)
     assert graded.rc == 0, graded.explain()
     runs = Counter(tuple(json.loads(line))[:5] for line in calls.read_text().splitlines())
