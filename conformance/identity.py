@@ -151,10 +151,7 @@ def leased_user() -> Iterator[RunnerUser]:
             if _has_account(uid):
                 continue
             user = RunnerUser(uid, uid)
-            # The file says "clean" when its last holder swept the uid and saw nothing left: the
-            # next holder need not scan /proc again. A holder that died never wrote it.
-            if os.pread(fd, len(CLEAN), 0) != CLEAN:
-                sweep(user)
+            _sweep_unless_clean(fd, user)
             os.ftruncate(fd, 0)
             _swept_at_the_end.discard(uid)
             try:
@@ -169,6 +166,35 @@ def leased_user() -> Iterator[RunnerUser]:
         finally:
             os.close(fd)
     raise RuntimeError("no free runner uid in %d..%d" % (UID_BASE, UID_BASE + UID_COUNT - 1))
+
+
+def sweep_abandoned() -> None:
+    """Sweep every uid whose lease no one holds and whose last holder died before it could."""
+    try:
+        names = os.listdir(str(LEASES))
+    except OSError:
+        return  # no lease was ever taken here
+    for name in names:
+        if not name.isdigit() or not UID_BASE <= int(name) < UID_BASE + UID_COUNT or _has_account(int(name)):
+            continue  # a file leased_user made, then passed over for an account: never swept
+        try:
+            fd = os.open(str(LEASES / name), os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _sweep_unless_clean(fd, RunnerUser(int(name), int(name)))
+        except OSError:
+            continue  # held: its check is running and sweeps at its own end
+        finally:
+            os.close(fd)
+
+
+def _sweep_unless_clean(fd: int, user: RunnerUser) -> None:
+    """With `user`'s lease file `fd` locked: sweep the uid unless the file says "clean", which its
+    last holder writes when it swept and saw nothing left (a holder that died never wrote it)."""
+    if os.pread(fd, len(CLEAN), 0) != CLEAN and sweep(user):
+        os.pwrite(fd, CLEAN, 0)
 
 
 def _has_account(uid: int) -> bool:

@@ -43,12 +43,14 @@ NO_REFERENCE = "no runner to grade: give --runner FILE (this installation has no
 
 
 def reference_runner() -> Optional[Path]:
-    """The bundled reference runner, or None in an installation without it (the lab image)."""
-    try:
-        import runner.runner
-    except ImportError:
-        return None
-    return Path(runner.runner.__file__).resolve()
+    """The bundled reference runner, or None in an installation without it (the lab image).
+
+    Found beside this package, never imported: `import runner` would first look in the folder
+    the suite was started from (`python -m` puts it on sys.path, xdist's workers too), which is
+    where a learner's runner.py usually is, and would run it as the grader.
+    """
+    bundled = Path(__file__).resolve().parents[1] / "runner" / "runner.py"
+    return bundled if bundled.is_file() else None
 
 
 def base_interpreter() -> str:

@@ -47,9 +47,19 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 def tagged(token: str) -> List[psutil.Process]:
     """Live processes whose token is `token` or starts with `token.` (zombies are already dead)."""
+    return _carrying([TOKEN_VAR], token)
+
+
+def of_session(session: str) -> List[psutil.Process]:
+    """Live processes of session `session` or of one below it: the suite's own processes (its
+    workers and the runners' stand-ins, forks of them) as well as the runners they tokened."""
+    return _carrying([SESSION_VAR, TOKEN_VAR], session)
+
+
+def _carrying(names: Sequence[str], value: str) -> List[psutil.Process]:
+    """Live processes with a variable of `names` set to `value` or to `value.`-something."""
     found = []
-    exact = ("\0%s=%s\0" % (TOKEN_VAR, token)).encode()
-    prefix = ("\0%s=%s." % (TOKEN_VAR, token)).encode()
+    wanted = [("\0%s=%s%s" % (name, value, end)).encode() for name in names for end in ("\0", ".")]
     # Called every few milliseconds while a check waits: /proc is read directly, and a
     # psutil.Process is made only for a match (psutil.process_iter reads more of every process).
     for name in os.listdir("/proc"):
@@ -57,7 +67,7 @@ def tagged(token: str) -> List[psutil.Process]:
             continue
         try:
             environ = b"\0" + _environ(int(name)) + b"\0"
-            if exact not in environ and prefix not in environ:
+            if not any(pattern in environ for pattern in wanted):
                 continue
             process = psutil.Process(int(name))
             if process.status() != psutil.STATUS_ZOMBIE:
@@ -170,6 +180,14 @@ def all_asleep(pid: int) -> bool:
 def reap(token: str) -> None:
     """Kill every process tagged with `token`, stopped ones included, and wait until gone."""
     kill_until_gone(lambda: [process.pid for process in tagged(token)], 5 * timing.SURVIVOR_GRACE_S)
+
+
+def end_session(session: str) -> None:
+    """Kill whatever a session that was itself killed left: its workers, the runners and their
+    stand-ins (in sessions of their own, out of reach of a signal to its group), and whatever
+    runs as a runner uid whose lease its holder did not live to end."""
+    kill_until_gone(lambda: [process.pid for process in of_session(session)], 5 * timing.SURVIVOR_GRACE_S)
+    identity.sweep_abandoned()
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):
@@ -579,10 +597,15 @@ def begin_session() -> str:
     only its own processes at its end, never a sibling's; the outer session still finds all of
     them by its own prefix.
     """
+    os.environ[SESSION_VAR] = new_session()
+    return os.environ[SESSION_VAR]
+
+
+def new_session() -> str:
+    """A session id below this process's own, if it has one (begin_session says why)."""
     outer = os.environ.get(SESSION_VAR)
     mine = uuid.uuid4().hex[:12]
-    os.environ[SESSION_VAR] = "%s.%s" % (outer, mine) if outer else mine
-    return os.environ[SESSION_VAR]
+    return "%s.%s" % (outer, mine) if outer else mine
 
 
 def new_token() -> str:

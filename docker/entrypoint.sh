@@ -56,7 +56,7 @@ run_suite() {
 # there while it ran goes first (files of the runner uids, and anything at the reports' names:
 # a planted symlink or folder).
 install_reports() {
-    range=$(python3 -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
+    range=$(python3 -I -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
     find "$1" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
     for report in "$private"/*; do
         [ -e "$report" ] || continue
@@ -73,7 +73,7 @@ if [ $prairielearn = yes ]; then
     # a grading, or "not gradable" (no attempt counted) with what was wrong.
     mkdir -p "$job_results"
     not_gradable() {
-        python3 -c 'import json, sys; from conformance import platforms
+        python3 -I -c 'import json, sys; from conformance import platforms
 json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w"))' "$1" "$private/results.json"
         install_reports "$job_results"
         exit 0
@@ -95,7 +95,7 @@ json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w
     exit 0
 fi
 
-if [ $reference = yes ] && ! python3 -c 'import runner.runner' 2>/dev/null; then
+if [ $reference = yes ] && ! python3 -I -c 'import runner.runner' 2>/dev/null; then
     echo "pyops-grade: --reference: this image has no reference runner (it is the lab image); grade your own with -v \"\$PWD/runner.py:$runner:ro\"" >&2
     exit 2
 fi

@@ -253,3 +253,36 @@ def test_a_grading_interrupted_in_its_caller_stops_its_suite(tmp_path):
         grading.grade(REFERENCE.read_bytes(), CONFIG_TEXT, cancel=_InterruptedWhileWaiting())  # type: ignore[arg-type]
     left = [child for child in psutil.Process().children(recursive=True) if child.status() != psutil.STATUS_ZOMBIE]
     assert not left, "the grading's suite outlived the interruption: %s" % [child.cmdline() for child in left]
+
+
+# Prepended to the reference: each call also leaves a daemon with an emptied environment, out of
+# reach of the token tracking; only its uid tells whose it is.
+_LEAVES_A_DAEMON = (
+    "import os as _os\n"
+    "if _os.fork() == 0:\n"
+    "    _os.setsid()\n"
+    "    if _os.fork() == 0:\n"
+    "        _os.execve('/bin/sleep', ['sleep', '987.65'], {})\n"
+    "    _os._exit(0)\n"
+    "_os.wait()\n"
+)
+
+
+def test_a_grading_killed_before_it_could_clean_up_leaves_nothing_running(monkeypatch):
+    # The suite is SIGKILLed right after its SIGTERM, as a grading that overruns its grace is:
+    # its runners, their stand-ins (forks of the suite in sessions of their own) and the daemons
+    # they left are not in the killed process group, and the suite had no time to reap them.
+    session = "killed-grading-%d" % os.getpid()
+    monkeypatch.setenv("PYOPS_CONFORMANCE_SESSION", session)
+    monkeypatch.setattr(grading, "STOP_GRACE_S", 0)
+    runner = _LEAVES_A_DAEMON + REFERENCE.read_text()
+    result = grading.grade(runner.encode(), CONFIG_TEXT, timeout_s=4)
+    assert result["status"] == grading.TIMEOUT, result
+    left = []
+    for process in psutil.process_iter(["cmdline", "environ", "status"]):
+        if process.info["status"] == psutil.STATUS_ZOMBIE or process.pid == os.getpid():
+            continue
+        environ = " ".join("%s=%s" % item for item in (process.info["environ"] or {}).items())
+        if session in environ or process.info["cmdline"] == ["sleep", "987.65"]:
+            left.append(process.info["cmdline"])
+    assert not left, "the stopped grading left these running: %s" % left

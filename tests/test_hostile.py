@@ -229,3 +229,16 @@ def test_runners_run_by_an_interpreter_that_cannot_import_the_suite(tmp_path):
     # As the runner sees it: its own small environment, in a folder of the lab's.
     done = subprocess.run([python, "-c", "import conformance"], capture_output=True, env={}, cwd=str(tmp_path))
     assert done.returncode != 0, "%s imports the suite" % python
+
+
+def test_the_grader_never_runs_the_runner_file_itself(tmp_path):
+    # Graded from the folder that holds runner.py, as a learner does: `python -m` and xdist's
+    # workers put that folder first on the grader's own sys.path, where `import runner` finds it.
+    ran_inside = tmp_path / "ran-inside-the-grader"
+    runner = tmp_path / "runner.py"
+    runner.write_text(
+        "if __name__ != '__main__':\n    open(%r, 'a').write('imported')\n" % str(ran_inside) + REFERENCE.read_text()
+    )
+    graded = grade(tmp_path, runner, "--clause", "S1.3", "--clause", "S3.2", workers=2)
+    assert not ran_inside.exists(), "the grader imported the runner under test, as root"
+    assert graded.rc == 0, graded.explain()

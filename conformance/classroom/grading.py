@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from conformance import processes
+
 GRADED, ERROR, TIMEOUT = "graded", "error", "timeout"
 STATUSES = (GRADED, ERROR, TIMEOUT)
 CANCELLED = "cancelled"  # the batch was stopped: nothing is recorded, the next run grades it
@@ -76,9 +78,13 @@ def grade(
         argv += ["--lang", lang, "-n", str(workers)]
         if python:
             argv += ["--python", python]
+        # A session id of its own, in every process the grading starts: whatever of it is left
+        # once it has ended is found by it.
+        session = processes.new_session()
         with open(str(folder / "output.txt"), "w+b") as output:
             process = subprocess.Popen(
                 argv,
+                env=dict(os.environ, **{processes.SESSION_VAR: session}),
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -90,6 +96,11 @@ def grade(
             except BaseException:  # Ctrl-C in a caller that grades on its main thread: stop it too
                 _stop(process)
                 raise
+            finally:
+                # Not all of a grading is in its group: xdist's workers, and the runners with their
+                # stand-ins, run in sessions of their own. A suite that had to be killed, or that
+                # crashed, reaped none of them.
+                processes.end_session(session)
             output.seek(0)
             shown = output.read(OUTPUT_LIMIT).decode("utf-8", "replace")
         report_file = folder / "report.json"
