@@ -151,6 +151,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SESSION_VAR] = config.pyops["session"]  # type: ignore[attr-defined]
         commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
         return
+    if config.getoption("--lab-forks") and getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--lab-forks and pytest-xdist's -n both run checks in parallel: give one of them")
     try:
         config.pyops = decide(  # type: ignore[attr-defined]
             config.getoption("--runner"),
