@@ -102,9 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def default_workers(cpus: Optional[float] = None) -> int:
-    # The checks mostly wait (timeouts, backoffs, signals), so several per core keep the CPU busy;
-    # but each worker costs most of a CPU-second to start, which a container held to half a CPU
-    # pays in wall time.
+    # The checks mostly wait (timeouts, backoffs, signals), so several per core keep the CPU busy
+    # (each is a fork of the grading's process, which costs milliseconds to start).
     cpus = available_cpus() if cpus is None else cpus
     return max(4, min(16, int(4 * cpus)))
 
@@ -164,7 +163,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         args.append("-v")
     if options.view == "learner" and options.repeat == 1:
         args.append("--lab-progress")
-    args += ["-p", "conformance.plugin", "-p", "xdist.plugin"]
+    args += ["-p", "conformance.plugin"]
     if options.runner:
         args += ["--runner", options.runner]
     if options.python:
@@ -173,9 +172,9 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
     if options.decided_isolation == "chroot":
         workers = min(workers, options.decided["roots"])  # a root per check at a time
     if workers > 0 and options.decided_isolation != "shared":
-        # worksteal: an idle worker takes queued checks from a busy one, so the few long checks
-        # (backoff schedules, lock contention) never queue up behind each other on one worker.
-        args += ["-n", str(workers), "--dist", "worksteal"]
+        # Forks of the grading's own process, each handed the next slowest check when it is free
+        # (forks.py): they start in milliseconds, where an xdist worker takes most of a CPU-second.
+        args += ["--lab-forks", str(workers)]
     for clause in options.clause:
         args += ["--lab-clause", clause]
     if options.keyword:
@@ -322,8 +321,7 @@ def only_named_plugins() -> Iterator[None]:
     """pytest loads the plugins pytest_args names, not every one installed beside the suite.
 
     Another plugin in the grader's environment could change how checks run (rerun, reorder or
-    time them out) and costs every xdist worker its start-up (hypothesis's: 0.4 CPU-s). The
-    workers inherit the setting with the environment.
+    time them out), and costs the grading its import (hypothesis's: 0.4 CPU-s).
     """
     before = os.environ.get(AUTOLOAD_VAR)
     os.environ[AUTOLOAD_VAR] = "1"

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import commands, expect, identity, machine, observations, report, scenarios, view
+from conformance import commands, expect, forks, identity, machine, observations, report, scenarios, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
@@ -122,6 +122,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--lab-progress",
         action="store_true",
         help="say each lab step's result as soon as all its checks are done (the learner view)",
+    )
+    group.addoption(
+        "--lab-forks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the checks in N processes forked from this one once it has collected them (see forks.py)",
     )
     group.addoption(
         "--lab-clause",
@@ -249,7 +256,11 @@ def pytest_configure_node(node) -> None:  # pytest-xdist hook, called on the con
 
 
 def pytest_report_header(config: pytest.Config) -> List[str]:
-    return view.header(config.pyops)  # type: ignore[attr-defined]
+    lines = view.header(config.pyops)  # type: ignore[attr-defined]
+    forked = config.getoption("--lab-forks")
+    if forked:
+        lines.append("checks in parallel: %d processes forked from this one" % forked)
+    return lines
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -303,6 +314,21 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     ahead = set(config.pyops["ahead"])  # type: ignore[attr-defined]
     items.sort(key=lambda item: (_scenario_of(item) in ahead, -_expected_seconds(item)))
     items[:] = dealt(items, int(getattr(config, "workerinput", {}).get("workercount", 0)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Optional[bool]:
+    """With --lab-forks N, the checks run in forks of this process (forks.py); else pytest's loop."""
+    config = session.config
+    wanted = config.getoption("--lab-forks")
+    if not wanted or hasattr(config, "workerinput") or session.config.option.collectonly:
+        return None
+    if session.testsfailed and not config.option.continue_on_collection_errors:
+        return None  # pytest's own loop says so
+    collector = config.pluginmanager.get_plugin("pyops-collector")
+    assert isinstance(collector, Collector)  # registered by pytest_configure on the controller
+    forks.run(session, wanted, then=collector.ahead.start)
+    return True
 
 
 def dealt(ordered: List, workers: int) -> List:
@@ -563,7 +589,8 @@ class Collector:
         self.ahead = PlayAhead(config)
 
     def pytest_sessionstart(self) -> None:
-        self.ahead.start()
+        if not self.config.getoption("--lab-forks"):
+            self.ahead.start()  # beside the workers' start-up; with forks, once they are made
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.progress.expect([item.nodeid for item in session.items])  # none here under xdist
