@@ -12,6 +12,7 @@ Nothing may hold a lock or a thread when the forks are made: the grading's scena
 starts after them (plugin.PlayAhead).
 """
 
+import gc
 import os
 import pickle
 import select
@@ -26,7 +27,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 _FRAME = struct.Struct("!I")
-_STOP = -1
+_STOP = 0xFFFFFFFF  # in place of a check's index: no more checks
 # How long forks may take to end their check once told to stop (an interrupted grading).
 _STOP_PATIENCE_S = 10.0
 
@@ -38,6 +39,9 @@ def run(session: pytest.Session, forks: int, then: Callable[[], None]) -> None:
     """
     items = session.items
     children: List[_Fork] = []
+    # What the grading made so far lives on in every fork: frozen, the collector leaves it alone
+    # there, so a fork's pages stay shared with this process's instead of being copied.
+    gc.freeze()
     for _ in range(min(forks, len(items))):
         children.append(_Fork.start(session, inherited=children))
     then()
@@ -75,8 +79,8 @@ class _Fork:
 
     def __init__(self, pid: int, tasks: int, reports: int) -> None:
         self.pid = pid
-        self.tasks = tasks  # the controller writes the index of a check here (or _STOP)
-        self.reports = reports  # the fork writes what it ran
+        self.tasks = tasks  # the controller writes the index of a check here (or _STOP); -1 once closed
+        self.reports = reports  # the fork writes what it ran; -1 once closed
         self.check: Optional[int] = None  # the index of the check it runs
         self.buffer = b""
 
@@ -104,11 +108,11 @@ class _Fork:
     def give(self, index: int) -> None:
         self.check = None if index == _STOP else index
         try:
-            os.write(self.tasks, _FRAME.pack(index & 0xFFFFFFFF))
+            os.write(self.tasks, _FRAME.pack(index))
         except OSError:
             pass  # the fork is gone: receive() says so for the check it had
         if index == _STOP:
-            self._close(self.tasks)
+            self._close_tasks()
 
     def receive(self, session: pytest.Session) -> bool:
         """Read what the fork sent; True when its check is logged (the fork then wants another)."""
@@ -137,10 +141,10 @@ class _Fork:
             item = session.items[self.check]
             self.check = None
             _log(session, item, _crash_reports(item, "the process running this check ended unexpectedly"))
-        self._close(self.tasks)
+        self._close_tasks()
 
     def stop(self) -> None:
-        self._close(self.tasks)
+        self._close_tasks()
         try:
             os.kill(self.pid, signal.SIGTERM)  # turned into KeyboardInterrupt: the check unwinds
         except OSError:
@@ -148,7 +152,7 @@ class _Fork:
 
     def wait(self) -> None:
         """Reap the fork; one that has not ended its check _STOP_PATIENCE_S after stop() is killed."""
-        self._close(self.tasks)
+        self._close_tasks()
         deadline = time.monotonic() + _STOP_PATIENCE_S
         try:
             while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
@@ -159,13 +163,15 @@ class _Fork:
                 time.sleep(0.01)
         except ChildProcessError:
             pass
-        self._close(self.reports)
+        if self.reports >= 0:
+            os.close(self.reports)
+            self.reports = -1
 
-    def _close(self, fd: int) -> None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    def _close_tasks(self) -> None:
+        # Once only: a number closed twice may by then be another file's.
+        if self.tasks >= 0:
+            os.close(self.tasks)
+            self.tasks = -1
 
 
 def _log(session: pytest.Session, item: pytest.Item, reports: List) -> None:
@@ -223,7 +229,7 @@ def _read_index(fd: int) -> Optional[int]:
             return None
         data += chunk
     (value,) = _FRAME.unpack(data)
-    return None if value == _STOP & 0xFFFFFFFF else value
+    return None if value == _STOP else value
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -8,6 +8,8 @@ import textwrap
 
 import pytest
 
+from tests.grading import REFERENCE
+
 # A pytest plugin that runs the session's tests in two forks, as the suite's plugin does.
 CONFTEST = """
 from conformance import forks
@@ -168,3 +170,16 @@ def test_a_controller_stopped_by_a_signal_stops_its_forks_and_their_checks_clean
     for pid in started.read_text().split():
         with pytest.raises(ProcessLookupError):  # reaped, not left running
             os.kill(int(pid), 0)
+
+
+def test_repeated_rounds_in_one_process_give_every_check_the_same_name(tmp_path):
+    # With forks the grading's own process collects the checks, once per round of --repeat; a
+    # check whose name changed between rounds would read as an outcome that varied (exit 2).
+    runner = tmp_path / "runner.py"
+    runner.write_bytes(REFERENCE.read_bytes())
+    report = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--clause", "S1.1", "--repeat", "2"]
+    done = subprocess.run(argv + ["--json", str(report)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(report.read_text())
+    assert data["repeat"]["varied"] == [] and data["summary"]["passed"] == len(data["tests"]) > 5, data["repeat"]
