@@ -9,13 +9,26 @@ is the runner's own doing, however busy the machine.
 """
 
 import os
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
+
+# How long a process under a runner runs before its CPU wait no longer counts (see CpuWait.sample).
+STARTING_NS = 50_000_000
 
 
-def _waited_ns(schedstat: str) -> int:
-    """A thread's CPU wait so far, from its schedstat file."""
-    with open(schedstat, "rb") as handle:
-        return int(handle.read().split()[1])
+def _schedstat(path: str) -> Tuple[int, int]:
+    """A thread's time on a CPU and its CPU wait so far (ns), from its schedstat file."""
+    with open(path, "rb") as handle:
+        fields = handle.read().split()
+    return int(fields[0]), int(fields[1])
+
+
+def _children(pid: int, tid: str) -> List[int]:
+    """The processes thread `tid` of `pid` started that still run (none where the kernel does not say)."""
+    try:
+        with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as handle:
+            return [int(child) for child in handle.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 class CpuWait:
@@ -29,20 +42,33 @@ class CpuWait:
         self._waited: Dict[Tuple[int, int], int] = {}
         self._also_ns = 0
 
-    def sample(self, pid: int) -> None:
-        try:
-            threads = os.listdir("/proc/%d/task" % pid)
-        except OSError:
-            return  # ended: what it waited was counted at the last sample
-        for tid in threads:
+    def sample(self, pid: int, below: bool = False) -> None:
+        """Sample process `pid`; with `below`, also what waits to start under it.
+
+        A timing measured by a runner's command (the stamps S3.2's command writes) includes the
+        time the command waited to start running, so the processes under `pid` count, but only
+        until they have run for STARTING_NS: what they wait after that is the contention of a
+        process that keeps the CPU busy, which a runner could start for itself to excuse its
+        lateness (its own hogs).
+        """
+        pending = [(pid, None)]
+        while pending:
+            current, limit = pending.pop()
             try:
-                waited = _waited_ns("/proc/%d/task/%s/schedstat" % (pid, tid))
-            except (OSError, IndexError, ValueError):
-                continue
-            key = (pid, int(tid))
-            # The largest count seen: a pid taken over by a new process starts again from 0.
-            if waited > self._waited.get(key, 0):
-                self._waited[key] = waited
+                threads = os.listdir("/proc/%d/task" % current)
+            except OSError:
+                continue  # ended: what it waited was counted at the last sample
+            for tid in threads:
+                try:
+                    ran, waited = _schedstat("/proc/%d/task/%s/schedstat" % (current, tid))
+                except (OSError, IndexError, ValueError):
+                    continue
+                key = (current, int(tid))
+                # The largest count seen: a pid taken over by a new process starts again from 0.
+                if waited > self._waited.get(key, 0) and (limit is None or ran < limit):
+                    self._waited[key] = waited
+                if below:
+                    pending += [(child, STARTING_NS) for child in _children(current, tid)]
 
     def add(self, seconds: float) -> None:
         """Count a wait measured some other way (the harness's own, while it started the runner)."""
@@ -56,6 +82,6 @@ class CpuWait:
 def own_thread_waited() -> float:
     """Seconds the calling thread has waited for a CPU so far (0 where the kernel does not say)."""
     try:
-        return _waited_ns("/proc/thread-self/schedstat") / 1e9
+        return _schedstat("/proc/thread-self/schedstat")[1] / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0

@@ -326,7 +326,7 @@ class Invocation:
     def _sample_cpu_wait(self) -> None:
         self.cpu_wait.sample(self.process.pid)
         if self.pid != self.process.pid:
-            self.cpu_wait.sample(self.pid)
+            self.cpu_wait.sample(self.pid, below=True)  # and the commands it starts
 
     def running(self) -> bool:
         self._sample_cpu_wait()

@@ -5,11 +5,13 @@ scheduler's autogroups cannot shield one from the others), must take turns on it
 """
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conformance import expect
@@ -48,6 +50,33 @@ def test_a_process_sharing_its_cpu_is_counted_waiting_and_a_sleeping_one_is_not(
     gone = CpuWait()
     gone.sample(sleeper.pid)  # ended and reaped: nothing to read, nothing counted
     assert gone.seconds == 0
+
+
+def test_what_a_process_started_waits_counts_until_it_got_going():
+    # A sleeping parent whose two children share one CPU: what they wait to get going counts (a
+    # command that waits to start), what they wait once each has had STARTING_NS does not (hogs).
+    cpu = min(os.sched_getaffinity(0))
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        "for _ in range(2):\n"
+        "    subprocess.Popen(%r, preexec_fn=lambda: os.sched_setaffinity(0, {%d}))\n"
+        "time.sleep(60)\n" % (BUSY, cpu)
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], start_new_session=True)
+    alone, below = CpuWait(), CpuWait()
+    try:
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            alone.sample(parent.pid)
+            below.sample(parent.pid, below=True)
+            time.sleep(0.01)
+        children = psutil.Process(parent.pid).children()
+        waited = sum(int(Path("/proc/%d/schedstat" % child.pid).read_text().split()[1]) for child in children) / 1e9
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    counted = below.seconds - alone.seconds  # the children's part
+    assert len(children) == 2 and 0.02 < counted < waited / 2, (counted, waited)
 
 
 def _result(duration_s: float, cpu_wait_s: float) -> Result:
@@ -128,4 +157,6 @@ def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path):
     graded = grade(tmp_path, self_contending_runner(tmp_path, 2), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
-    assert "plays" not in check and "no wait after a success" in check["message"]
+    # On a machine busy with more than the runner's own hogs a first play can be unsettled too;
+    # however often it is played, the verdict is the failure.
+    assert "no wait after a success" in check["message"]
