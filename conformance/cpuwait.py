@@ -9,7 +9,7 @@ is the runner's own doing, however busy the machine.
 """
 
 import os
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 # How long a process under a runner runs before its CPU wait no longer counts (see CpuWait.sample).
 STARTING_NS = 50_000_000
@@ -51,7 +51,9 @@ class CpuWait:
         process that keeps the CPU busy, which a runner could start for itself to excuse its
         lateness (its own hogs).
         """
-        pending = [(pid, None)]
+        pending: List[Tuple[int, Optional[int]]] = [
+            (pid, None)
+        ]  # with the run time after which a wait no longer counts
         while pending:
             current, limit = pending.pop()
             try:
