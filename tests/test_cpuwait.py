@@ -45,8 +45,10 @@ def test_a_process_sharing_its_cpu_is_counted_waiting_and_a_sleeping_one_is_not(
             process.kill()
             process.wait()
     # Two busy processes on one CPU: each waits about half the time.
-    assert all(waits[process.pid].seconds > 0.2 for process in busy), [w.seconds for w in waits.values()]
-    assert waits[sleeper.pid].seconds < 0.05
+    shown = [w.seconds for w in waits.values()]
+    assert all(waits[process.pid].seconds > 0.2 for process in busy), shown
+    # A sleeper waits only to start and to wake, which a loaded machine makes longer than an idle one.
+    assert waits[sleeper.pid].seconds < min(waits[process.pid].seconds for process in busy) / 4, shown
     gone = CpuWait()
     gone.sample(sleeper.pid)  # ended and reaped: nothing to read, nothing counted
     assert gone.seconds == 0
