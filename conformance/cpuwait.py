@@ -51,9 +51,8 @@ class CpuWait:
         process that keeps the CPU busy, which a runner could start for itself to excuse its
         lateness (its own hogs).
         """
-        pending: List[Tuple[int, Optional[int]]] = [
-            (pid, None)
-        ]  # with the run time after which a wait no longer counts
+        # Each process with the time on a CPU after which its wait no longer counts (None: never).
+        pending: List[Tuple[int, Optional[int]]] = [(pid, None)]
         while pending:
             current, limit = pending.pop()
             try:

@@ -97,9 +97,9 @@ def grade(
                 _stop(process)
                 raise
             finally:
-                # Not all of a grading is in its group: xdist's workers, and the runners with their
-                # stand-ins, run in sessions of their own. A suite that had to be killed, or that
-                # crashed, reaped none of them.
+                # Not all of a grading is in its group: the runners and their stand-ins run in
+                # sessions of their own (and so do xdist's workers, where a grading uses them). A
+                # suite that had to be killed, or that crashed, reaped none of them.
                 processes.end_session(session)
             output.seek(0)
             shown = output.read(OUTPUT_LIMIT).decode("utf-8", "replace")
