@@ -11,22 +11,22 @@ is the runner's own doing, however busy the machine.
 import os
 from typing import Dict, List, Optional, Tuple
 
+from conformance import procfs
+
 # How long a process under a runner runs before its CPU wait no longer counts (see CpuWait.sample).
 STARTING_NS = 50_000_000
 
 
 def _schedstat(path: str) -> Tuple[int, int]:
     """A thread's time on a CPU and its CPU wait so far (ns), from its schedstat file."""
-    with open(path, "rb") as handle:
-        fields = handle.read().split()
+    fields = procfs.read(path).split()
     return int(fields[0]), int(fields[1])
 
 
 def _children(pid: int, tid: str) -> List[int]:
     """The processes thread `tid` of `pid` started that still run (none where the kernel does not say)."""
     try:
-        with open("/proc/%d/task/%s/children" % (pid, tid), "rb") as handle:
-            return [int(child) for child in handle.read().split()]
+        return [int(child) for child in procfs.read("/proc/%d/task/%s/children" % (pid, tid)).split()]
     except (OSError, ValueError):
         return []
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set
 
+from conformance import procfs
 from conformance.machine import MACHINE_DIR
 
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
@@ -215,8 +216,7 @@ def processes_of(user: RunnerUser) -> List[int]:
         if not name.isdigit():
             continue
         try:
-            with open("/proc/%s/status" % name, "rb") as handle:
-                status = handle.read()
+            status = procfs.read("/proc/%s/status" % name)
         except OSError:
             continue  # gone meanwhile
         if wanted in _field(status, b"Uid")[:2] and _field(status, b"State")[:1] != [b"Z"]:
@@ -236,8 +236,7 @@ def _field(status: bytes, name: bytes) -> List[bytes]:
 def owner_of(pid: int) -> Optional[RunnerUser]:
     """The runner user process `pid` runs as (real, effective and saved ids alike), if it is one."""
     try:
-        with open("/proc/%d/status" % pid, "rb") as handle:
-            status = handle.read()
+        status = procfs.read("/proc/%d/status" % pid)
         uids = {int(uid) for uid in _field(status, b"Uid")[:3]}
         gids = {int(gid) for gid in _field(status, b"Gid")[:3]}
     except (OSError, ValueError):

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Seque
 
 import psutil
 
-from conformance import expect, identity, timing
+from conformance import expect, identity, procfs, timing
 from conformance.commands import FLAKY_STATE
 from conformance.cpuwait import CpuWait, own_thread_waited
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
@@ -81,8 +81,7 @@ def _environ(pid: int) -> bytes:
     """Process `pid`'s environment block (raises OSError when it cannot be read)."""
     path = "/proc/%d/environ" % pid
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return procfs.read(path)
     except PermissionError:
         # Root without CAP_SYS_PTRACE (a container's default set) may read the environment only
         # of processes whose ids its file-system ids match: a runner's, for the moment of the open.
@@ -90,9 +89,8 @@ def _environ(pid: int) -> bytes:
         if owner is None:
             raise
         with identity.file_access_as(owner):
-            handle = open(path, "rb")
-        with handle:
-            return handle.read()
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return procfs.read_fd(fd)
 
 
 def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:
@@ -152,8 +150,7 @@ def stat_fields(path: str) -> List[bytes]:
     The name stands in parentheses and may hold spaces and parentheses itself (a runner chooses
     it), so the fields start after the last ')'. Raises OSError when the process is gone.
     """
-    with open(path, "rb") as handle:
-        return handle.read().rsplit(b")", 1)[1].split()
+    return procfs.read(path).rsplit(b")", 1)[1].split()
 
 
 def started_at(pid: int) -> float:

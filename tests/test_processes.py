@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from conformance import identity, timing
-from conformance.processes import TOKEN_VAR, all_asleep, runs_as, started_at
+from conformance.processes import TOKEN_VAR, all_asleep, runs_as, started_at, tagged
 
 FIXTURES = "/opt/fixtures/pyops/bin"
 
@@ -113,6 +113,20 @@ def test_a_runner_is_tracked_by_its_token_without_cap_sys_ptrace():
         runner.kill()
         runner.wait()
     assert (counted.stdout.strip(), with_ptrace.stdout.strip()) == ("1", "1"), counted.stderr
+
+
+def test_a_token_behind_a_large_environment_is_still_found():
+    # /proc is read with bare os.read calls (procfs.py): a runner that puts 200 KB of variables
+    # before the token must not hide its processes past the end of the first read.
+    token = "test-large-%d" % os.getpid()
+    filler = {"FILLER_%d" % index: "x" * 1000 for index in range(200)}
+    process = subprocess.Popen(["sleep", "60"], env=dict(filler, PATH="/usr/bin:/bin", **{TOKEN_VAR: token}))
+    try:
+        found = [found.pid for found in tagged(token)]
+    finally:
+        process.kill()
+        process.wait()
+    assert found == [process.pid]
 
 
 def test_every_grading_on_the_machine_leases_runner_uids_from_one_place(tmp_path):

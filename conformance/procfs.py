@@ -1,0 +1,33 @@
+"""Reading /proc files, which a grading does tens of thousands of times.
+
+Finding a check's processes reads one file of every process on the machine (an environment for
+a runner's token, a status for its uid), some 350 times a grading, and the CPU wait is sampled
+from schedstat files every few milliseconds. A /proc file is small and made by the kernel as it
+is read: os.read on a bare descriptor costs about half of what open() and its buffered reader
+add around the same read (a status file: 3.7 against 6.4 microseconds here).
+"""
+
+import os
+from typing import List
+
+_CHUNK = 1 << 16
+
+
+def read(path: str) -> bytes:
+    """All of file `path` (OSError as open() would raise it: gone, or not ours to read)."""
+    return read_fd(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def read_fd(fd: int) -> bytes:
+    """All that can be read from `fd`, which is closed after."""
+    try:
+        chunks: List[bytes] = []
+        # To the end, not one read: an environment may be larger than one chunk, and a token
+        # past the first chunk must still be seen.
+        while True:
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
