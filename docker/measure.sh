@@ -10,6 +10,7 @@
 #               each scenario counted once: what one check at a time can never go below
 #   PYOPS_IMAGE   image to measure (default pyops-lab:ci, as built by docker/ci-test.sh)
 #   PYOPS_RUNNER_PYTHON   the lab's interpreter for a second host grading (default /usr/bin/python3)
+#   PYOPS_MEASURE_RUNS    gradings per line, reported as their median and range (default 3)
 # The container grades with the suite baked in at build time and the host with the working tree's:
 # rebuild first if the suite changed (the test counts printed below should agree). Measure on an
 # idle machine.
@@ -18,6 +19,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 image=${PYOPS_IMAGE:-pyops-lab:ci}
 source "$repo/docker/flags.sh"
+runs=${PYOPS_MEASURE_RUNS:-3}
+case $runs in '' | *[!0-9]* | 0*) echo "measure: PYOPS_MEASURE_RUNS must be a whole number above 0" >&2; exit 2 ;; esac
 work=$(mktemp -d /tmp/pyops-measure.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$repo"  # so a python3 without the suite installed still finds it in the checkout
@@ -32,21 +35,37 @@ if [ -x "$repo/.venv/bin/python" ]; then host_python=$repo/.venv/bin/python; els
 "$host_python" -c 'import conformance.cli, xdist, psutil' 2>/dev/null \
     || { echo "measure: $host_python cannot import the suite; pip install . first" >&2; exit 2; }
 
-# timed LABEL RESULTS_DIR COMMAND...: run it once; print wall time, CPU-seconds of the command
-# and its children (for a container: of the docker client only, so not shown), exit status, what
-# was graded, and the serial sum of the checks' own times.
+# timed LABEL RESULTS_DIR COMMAND...: run it $runs times; print the median wall time and
+# CPU-seconds of the command and its children (for a container: of the docker client only, so not
+# shown) with their range, the exit statuses, what was graded, and the serial sum of the checks'
+# own times. One run's CPU figure moves by 10 to 20 % from run to run: a single one says little.
 timed() {
-    local label=$1 results=$2 rc=0
+    local label=$1 results=$2 rcs="" rc run
     shift 2
-    mkdir -p "$results"
-    /usr/bin/time -f "%e %U %S" -o "$results/time" "$@" >"$results/out" 2>&1 || rc=$?
-    "$host_python" - "$label" "$rc" "$results/time" "$results/results.json" <<'EOF'
-import json, sys
-label, rc, times, path = sys.argv[1:]
-wall, user, system = (float(x) for x in open(times).read().split()[-3:])
-cpu = "" if label.startswith("container") else "  %5.1f CPU-s" % (user + system)
+    for run in $(seq "$runs"); do
+        mkdir -p "$results/$run"
+        rc=0
+        /usr/bin/time -f "%e %U %S" -o "$results/$run/time" "$@" >"$results/$run/out" 2>&1 || rc=$?
+        rcs="$rcs$rc "
+    done
+    "$host_python" - "$label" "$rcs" "$results" "$runs" <<'EOF'
+import json, statistics, sys
+label, rcs, results, runs = sys.argv[1:]
+walls, cpus = [], []
+for run in range(1, int(runs) + 1):
+    wall, user, system = (float(x) for x in open("%s/%d/time" % (results, run)).read().split()[-3:])
+    walls.append(wall)
+    cpus.append(user + system)
+
+
+def spread(values, unit):
+    middle = "%.1f %s" % (statistics.median(values), unit)
+    return middle if len(values) == 1 else "%s (%.1f-%.1f)" % (middle, min(values), max(values))
+
+
+cpu = "" if label.startswith("container") else ", " + spread(cpus, "CPU-s")
 try:
-    report = json.load(open(path))
+    report = json.load(open("%s/results.json" % results))  # the last run's
     timing = report["timing"]
     what = "%d checks, isolation %s, %d runner calls, serial sum %.1f s, floor %.1f s" % (
         report["summary"]["total"],
@@ -57,7 +76,7 @@ try:
     )
 except (OSError, ValueError, KeyError):
     what = "no report"
-print("%-16s %6.1f s wall%s  exit %s  (%s)" % (label, wall, cpu, rc, what))
+print("%-16s %s wall%s, exit %s (%s)" % (label, spread(walls, "s"), cpu, rcs.strip(), what))
 EOF
 }
 
