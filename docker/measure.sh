@@ -80,9 +80,22 @@ print("%-16s %s wall%s, exit %s (%s)" % (label, spread(walls, "s"), cpu, rcs.str
 EOF
 }
 
+# The machine's own speed, before and after: a virtual machine's CPU can slow down by a fifth
+# over an hour (its host is shared), and every CPU-second figure moves with it, so figures
+# measured at different times compare only next to this.
+calibrate() {
+    "$host_python" -c 'import time
+start = time.process_time()
+total = 0
+for number in range(20_000_000):
+    total += number
+print("%.2f" % (time.process_time() - start))'
+}
+
 command -v /usr/bin/time >/dev/null || { echo "measure: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 size=$(docker image inspect -f '{{.Size}}' "$image")
 echo "image            $image: $((size / 1000000)) MB, $(nproc) CPUs here"
+speed_before=$(calibrate)
 # On the host the runners run, by default, on the interpreter the suite's venv was made from; the
 # image runs them on Debian's python3, as the lab does. Both are timed where they differ: an
 # interpreter whose site-packages import something at start-up costs that 125 times a grading.
@@ -99,3 +112,4 @@ for cpus in 2 0.5; do
     timed "container $cpus CPU" "$work/container-$cpus" docker run --rm "${hardened[@]}" "${limits[@]}" \
         -v "$work/container-$cpus:/results" "$image" --reference
 done
+echo "machine speed    a fixed Python loop took $speed_before CPU-s before, $(calibrate) after (less is faster)"
