@@ -84,13 +84,12 @@ def _environ(pid: int) -> bytes:
         return procfs.read(path)
     except PermissionError:
         # Root without CAP_SYS_PTRACE (a container's default set) may read the environment only
-        # of processes whose ids its file-system ids match: a runner's, for the moment of the open.
+        # of processes whose ids its file-system ids match: a runner's, taken while it is read.
         owner = identity.owner_of(pid)
         if owner is None:
             raise
         with identity.file_access_as(owner):
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        return procfs.read_fd(fd)
+            return procfs.read(path)
 
 
 def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:

@@ -15,11 +15,7 @@ _CHUNK = 1 << 16
 
 def read(path: str) -> bytes:
     """All of file `path` (OSError as open() would raise it: gone, or not ours to read)."""
-    return read_fd(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
-
-
-def read_fd(fd: int) -> bytes:
-    """All that can be read from `fd`, which is closed after."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks: List[bytes] = []
         # To the end, not one read: an environment may be larger than one chunk, and a token

@@ -122,7 +122,7 @@ def test_a_token_behind_a_large_environment_is_still_found():
     filler = {"FILLER_%d" % index: "x" * 1000 for index in range(200)}
     process = subprocess.Popen(["sleep", "60"], env=dict(filler, PATH="/usr/bin:/bin", **{TOKEN_VAR: token}))
     try:
-        found = [found.pid for found in tagged(token)]
+        found = [seen.pid for seen in tagged(token)]
     finally:
         process.kill()
         process.wait()
