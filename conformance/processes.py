@@ -1,9 +1,11 @@
 """Start the runner under test, track every process it starts, and reap what it leaves behind.
 
 The runner is started in a session of its own with its output going to files, never pipes: a
-grandchild that keeps a pipe open can then never hang the harness. Every process it starts is
-tagged by a unique token in its environment, so a survivor is found even after it was reparented
-or moved to a session of its own, and it is always killed before the test ends.
+grandchild that keeps a pipe open can then never hang the harness. What the runner starts is
+found below its stand-in while that lives, by a unique token in its environment afterwards, and,
+where the runner has a uid of its own, as a process of that uid that no other process of the check
+accounts for (a command given an environment without the token): a survivor is found wherever it
+went, and it is always killed before the test ends.
 """
 
 import ctypes
@@ -17,7 +19,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Set
 
 import psutil
 
@@ -90,6 +92,41 @@ def _environ(pid: int) -> bytes:
             raise
         with identity.file_access_as(owner):
             return procfs.read(path)
+
+
+def family(ancestor: int) -> List[int]:
+    """Live processes below `ancestor`: its children, theirs, and so on, by the parents /proc shows.
+
+    Exact for a runner's stand-in while it lives: a subreaper, it adopts every orphan below it, so
+    nothing the runner starts can leave its family, whatever it does to its environment.
+    """
+    children: Dict[int, List[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = stat_fields("/proc/%s/stat" % name)
+            if fields[0] != b"Z":
+                children.setdefault(int(fields[1]), []).append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    found: List[int] = []
+    parents = [ancestor]
+    while parents:
+        below = [pid for parent in parents for pid in children.get(parent, ())]
+        found += below
+        parents = below
+    return found
+
+
+def as_processes(pids: Sequence[int]) -> List[psutil.Process]:
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.Error:
+            continue  # gone meanwhile
+    return processes
 
 
 def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:
@@ -274,9 +311,19 @@ class Invocation:
     """A runner that is running: signal it, observe it, then `finish()` it into a Result."""
 
     def __init__(
-        self, lab: Lab, python: str, args: Sequence[str], env: Mapping[str, str], expected_s: float, token: str
+        self,
+        lab: Lab,
+        python: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        expected_s: float,
+        token: str,
+        others: Callable[[], Set[int]] = set,
     ) -> None:
         self.lab = lab
+        # The pids of the check's other processes that run as the runner's user (a lock holder,
+        # a second runner): never this runner's survivors. See left_behind().
+        self._others = others
         self.args = list(args)
         self.token = token
         self.expected_s = expected_s
@@ -372,8 +419,35 @@ class Invocation:
             time.sleep(timing.POLL_S)
 
     def descendants(self) -> List[psutil.Process]:
-        """Processes the runner has started that are still alive (tagged, so reparented too)."""
-        return [p for p in tagged(self.token) if p.pid not in (self.process.pid, self.pid)]
+        """Processes the runner has started that are still alive.
+
+        Those tagged with its token, found even once its stand-in has ended; and while the
+        stand-in lives, its whole family, so also a command the runner gave an environment of
+        its own (without the token).
+        """
+        found = {process.pid: process for process in tagged(self.token)}
+        if self.process.poll() is None:
+            below = [pid for pid in family(self.process.pid) if pid not in found]
+            found.update((process.pid, process) for process in as_processes(below))
+        return [process for pid, process in found.items() if pid not in (self.process.pid, self.pid)]
+
+    def left_behind(self) -> List[psutil.Process]:
+        """What still runs of this runner once it has ended.
+
+        Its token finds its commands wherever they went. Where the runner has a user of its own,
+        so does that user: every process of it that the check's other processes do not account
+        for, so a command that lost the token (the runner gave it an environment of its own) is
+        found too. The user's processes are listed before the others are asked for theirs: a
+        process another runner starts in between is then not among them, and is never taken
+        for (and killed as) one of this runner's.
+        """
+        found = {process.pid: process for process in tagged(self.token)}
+        if self.lab.user is not None:
+            strays = [pid for pid in identity.processes_of(self.lab.user) if pid not in found]
+            if strays:
+                others = self._others()
+                found.update((p.pid, p) for p in as_processes([pid for pid in strays if pid not in others]))
+        return list(found.values())
 
     def wait_for_descendant(self, argv: Sequence[str], clause: str) -> psutil.Process:
         """Wait until a process running `argv` (see runs_as) runs under the runner.
@@ -473,7 +547,7 @@ class Invocation:
         self.took_s = ended - self.started
         survivors = self._survivors()
         if survivors:
-            reap(self.token)
+            kill_until_gone(lambda: [process.pid for process in self.left_behind()], 5 * timing.SURVIVOR_GRACE_S)
         else:
             self.clean = True  # nothing of it was left alive: no need to reap its token again
         stdout, stdout_cut = _read_capped(self._stdout)
@@ -532,7 +606,7 @@ class Invocation:
         """Processes still alive once the runner has ended and had a moment to be cleaned up."""
         deadline = timing.now() + timing.SURVIVOR_GRACE_S
         while True:
-            alive = tagged(self.token)
+            alive = self.left_behind()
             if not alive or timing.now() >= deadline:
                 return describe(alive)
             time.sleep(timing.POLL_S * 5)
@@ -673,9 +747,29 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
-        invocation = Invocation(self.lab, self.python, args, lab_environment(self.lab, token, env), expect_s, token)
+        invocation = Invocation(
+            self.lab,
+            self.python,
+            args,
+            lab_environment(self.lab, token, env),
+            expect_s,
+            token,
+            others=lambda: self._pids_besides(invocation),
+        )
         self._invocations.append(invocation)
         return invocation
+
+    def _pids_besides(self, invocation: Invocation) -> Set[int]:
+        """The processes of this check that are not `invocation`'s: its helpers, and the runners
+        still running (or not yet finished) with everything they started."""
+        pids: Set[int] = set()
+        for helper in self._helpers:
+            if helper.poll() is None:
+                pids.update([helper.pid] + family(helper.pid))
+        for other in self._invocations:
+            if other is not invocation and other.took_s is None:
+                pids.update([other.process.pid, other.pid] + [process.pid for process in other.descendants()])
+        return pids
 
     def run(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:
         return self.start(*args, env=env, expect_s=expect_s).finish()

@@ -60,6 +60,16 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
         mutant.story,
         graded.explain(),
     )
+    failed = {test["id"] for test in graded.failed()}
+    for part in mutant.fails:
+        named = [test["id"] for test in graded.report["tests"] if part in test["id"]]
+        assert named and set(named) <= failed, "mutant %s (base %s) should fail every check named %r: %s\n%s" % (
+            mutant.name,
+            mutant.base,
+            part,
+            mutant.story,
+            graded.explain(),
+        )
     english = [line for test in graded.failed() for line in english_lines(test["message"])]
     assert not english, "mutant %s: English in a Japanese report:\n%s" % (mutant.name, "\n".join(english))
 

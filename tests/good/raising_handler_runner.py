@@ -8,6 +8,8 @@ Usage:
 Design: the SIGTERM handler raises Terminated; a CommandRunner owns one attempt and, when
 Terminated interrupts its wait, forwards SIGTERM to the command's process group, waits for
 the command, then kills whatever is left of the group and re-raises so the run ends with 143.
+A command gets an environment of its own: the basics (PATH, HOME, locale, TMPDIR) and the
+fixtures' settings (FLAKY_*, APPLY_*), nothing else of the runner's.
 """
 import argparse
 import datetime
@@ -35,6 +37,18 @@ EXIT_LOCKED = 3
 TERM_GRACE_S = 10.0
 # How long to wait for a killed group to vanish from the process table.
 GROUP_GONE_S = 2.0
+
+
+# What of the runner's environment a command gets: exact names, and prefixes ending in "_".
+COMMAND_ENV = ("PATH", "HOME", "LANG", "LC_", "TZ", "TMPDIR", "FLAKY_", "APPLY_")
+
+
+def command_env():
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if any(name == kept or (kept.endswith("_") and name.startswith(kept)) for kept in COMMAND_ENV)
+    }
 
 
 class Terminated(Exception):
@@ -141,7 +155,7 @@ class CommandRunner(object):
         start = time.monotonic()
         sys.stdout.flush()
         try:
-            self.proc = subprocess.Popen(self.cmd, start_new_session=True)
+            self.proc = subprocess.Popen(self.cmd, start_new_session=True, env=command_env())
         except FileNotFoundError:
             err("command not found: %s" % self.cmd[0])
             self.rc = 127

@@ -33,6 +33,9 @@ class Mutant:
     story: str  # the learner's mistake, in one sentence
     base: str  # a key of BASES
     edits: Tuple[Tuple[str, str], ...]  # (old, new): each old occurs exactly once in the base
+    # Checks that must each fail (parts of their ids), where failing some other check of the
+    # clause would not yet show that the suite sees this mistake for what it is.
+    fails: Tuple[str, ...] = ()
 
 
 class BaseDrift(Exception):
@@ -65,9 +68,9 @@ def build(mutant: Mutant, directory: Path) -> Path:
     return path
 
 
-def _m(name, breaks, base, story, *edits):
+def _m(name, breaks, base, story, *edits, fails=()):
     """A Mutant, written compactly: the edits come last, one (old, new) pair each."""
-    return Mutant(name=name, breaks=breaks, story=story, base=base, edits=tuple(edits))
+    return Mutant(name=name, breaks=breaks, story=story, base=base, edits=tuple(edits), fails=tuple(fails))
 
 
 # Anchors used by several mutants of the learner's runner.
@@ -77,6 +80,7 @@ LEARNER_TIMEOUT_LINE = '        print("timeout: command killed after %d seconds"
 LEARNER_FORWARD = "            os.killpg(current.pid, signal.SIGTERM)\n        except"
 LEARNER_SUCCESS = "        if rc == 0:\n            return 0\n"
 LEARNER_BACKOFF = "            wait = args.backoff * 2 ** (attempt - 1)"
+CLEAN_ENVIRONMENT = 'start_new_session=True, env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}'
 LEARNER_APPLY = "rc = run_command([APPLY_SH, args.name], None)"
 LEARNER_MARK = 'marker.write_text("done\\n")'
 LEARNER_ALREADY = '        if marker.exists():\n            print("already applied")\n            return 0\n\n'
@@ -137,6 +141,13 @@ MUTANTS = (
     _m("kills-only-the-child", "S2.4", LEARNER,
        "kills the command with proc.kill(), not its whole process group, so hang.sh's sleep survives",
        ("        os.killpg(proc.pid, signal.SIGKILL)", "        proc.kill()")),
+    # Its command's environment lacks the harness's token, by which survivors are found too.
+    _m("own-environment-kills-only-the-child", "S2.4", LEARNER,
+       "gives the command a clean environment of its own and kills it with proc.kill(), so what it started survives",
+       (LEARNER_SPAWN, LEARNER_SPAWN.replace("start_new_session=True", CLEAN_ENVIRONMENT)),
+       ("        os.killpg(proc.pid, signal.SIGKILL)", "        proc.kill()"),
+       fails=("survives[hang.sh]", "survives[deep-tree]", "survives[background-child]", "grandchild_sleep_is_killed",
+              "python_child_with_grandchildren")),
     _m("timeout-sends-sigterm", "S2.4", LEARNER,
        "ends a timed-out group with SIGTERM, which a command that ignores TERM survives",
        ("        os.killpg(proc.pid, signal.SIGKILL)", "        os.killpg(proc.pid, signal.SIGTERM)")),
