@@ -12,7 +12,7 @@ from typing import Callable, ContextManager, Dict, Optional
 
 from conformance import expect, timing
 from conformance.observations import Observations
-from conformance.processes import Driver
+from conformance.processes import driving
 from conformance.result import Result
 from conformance.sandbox import Lab
 
@@ -36,12 +36,8 @@ class Canary:
                 continue
 
             def play(argv=argv) -> Result:
-                with make_lab() as lab:
-                    driver = Driver(lab, python)
-                    try:
-                        return driver.run(*argv).kept_apart()
-                    finally:
-                        driver.close()
+                with driving(make_lab, python) as driver:
+                    return driver.run(*argv).kept_apart()
 
             result = seen.get(("basic call", argv), play)
             self.failed[action] = None if result.rc == 0 else result

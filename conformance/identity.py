@@ -276,6 +276,11 @@ def sweep_at_the_end(user: RunnerUser) -> None:
         _swept_at_the_end.add(user.uid)
 
 
+def nothing_left(user: RunnerUser) -> None:
+    """Instead of the last sweep of a check that saw for itself that nothing runs as `user`."""
+    _swept_at_the_end.add(user.uid)
+
+
 def kill_until_gone(find: Callable[[], List[int]], patience_s: float) -> bool:
     """SIGKILL (and SIGCONT, for stopped ones) every pid `find` returns, until it returns none.
 

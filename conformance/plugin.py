@@ -22,7 +22,7 @@ from conformance import commands, expect, forks, identity, machine, observations
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
-from conformance.processes import SESSION_VAR, Driver, begin_session, reap, session_id
+from conformance.processes import SESSION_VAR, Driver, begin_session, driving, reap, session_id
 from conformance.restore import Snapshot
 from conformance.sandbox import (
     CHROOT,
@@ -400,12 +400,11 @@ def _driven(item: pytest.Item, replay: int):
     config = item.config
     info = config.pyops  # type: ignore[attr-defined]
     maker, canary = _session_parts(config)
-    with _lab(maker, info) as lab:
-        driver = Driver(lab, info["python"], gate=canary.gate, observations=_observations(config), replay=replay)
+    observations = _observations(config)
+    with driving(lambda: _lab(maker, info), info["python"], canary.gate, observations, replay) as driver:
         try:
             yield driver
         finally:
-            driver.close()
             item.user_properties.append(("runner_calls", driver.calls()))
 
 
@@ -560,12 +559,10 @@ class PlayAhead:
                     return
                 for name in info["ahead"]:
                     _clause, play = scenarios.PLAYED_AHEAD[name]
-                    with _lab(maker, info) as lab:
-                        driver = Driver(lab, info["python"], gate=canary.gate, observations=seen)
+                    with driving(lambda: _lab(maker, info), info["python"], canary.gate, seen) as driver:
                         try:
                             play(driver)
                         finally:
-                            driver.close()
                             self.runner_calls += driver.calls()
         except Exception:  # noqa: BLE001
             # Nothing was shared, so the first check that judges the scenario plays it itself,

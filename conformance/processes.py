@@ -8,6 +8,7 @@ accounts for (a command given an environment without the token): a survivor is f
 went, and it is always killed before the test ends.
 """
 
+import contextlib
 import ctypes
 import ctypes.util
 import fcntl
@@ -19,7 +20,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, ContextManager, Dict, Hashable, Iterator, List, Mapping, Optional, Sequence, Set
 
 import psutil
 
@@ -319,11 +320,13 @@ class Invocation:
         expected_s: float,
         token: str,
         others: Callable[[], Set[int]] = set,
+        user_seen_idle: Callable[[], None] = lambda: None,
     ) -> None:
         self.lab = lab
         # The pids of the check's other processes that run as the runner's user (a lock holder,
         # a second runner): never this runner's survivors. See left_behind().
         self._others = others
+        self._user_seen_idle = user_seen_idle  # told when no process of the user is left at all
         self.args = list(args)
         self.token = token
         self.expected_s = expected_s
@@ -443,7 +446,10 @@ class Invocation:
         """
         found = {process.pid: process for process in tagged(self.token)}
         if self.lab.user is not None:
-            strays = [pid for pid in identity.processes_of(self.lab.user) if pid not in found]
+            of_user = identity.processes_of(self.lab.user)
+            if not of_user:
+                self._user_seen_idle()
+            strays = [pid for pid in of_user if pid not in found]
             if strays:
                 others = self._others()
                 found.update((p.pid, p) for p in as_processes([pid for pid in strays if pid not in others]))
@@ -682,6 +688,24 @@ def new_token() -> str:
     return "%s.%s" % (session_id(), uuid.uuid4().hex[:12])
 
 
+@contextlib.contextmanager
+def driving(
+    make_lab: Callable[[], ContextManager[Lab]],
+    python: str,
+    gate: Optional[Callable[[Sequence[str]], None]] = None,
+    observations: Optional[Observations] = None,
+    replay: int = 0,
+) -> Iterator["Driver"]:
+    """A Driver whose lab is made by `make_lab()` when first needed, and removed once the Driver
+    has cleaned up after its runners."""
+    with contextlib.ExitStack() as lab:
+        driver = Driver(lambda: lab.enter_context(make_lab()), python, gate, observations, replay)
+        try:
+            yield driver
+        finally:
+            driver.close()
+
+
 class Driver:
     """Runs the runner under test in one test's lab, and cleans up everything it started.
 
@@ -691,13 +715,16 @@ class Driver:
 
     def __init__(
         self,
-        lab: Lab,
+        make_lab: Callable[[], Lab],
         python: str,
         gate: Optional[Callable[[Sequence[str]], None]] = None,
         observations: Optional[Observations] = None,
         replay: int = 0,
     ) -> None:
-        self.lab = lab
+        # Made when first needed: a check that only judges a scenario played elsewhere needs
+        # no lab of its own, nor a runner uid.
+        self._make_lab = make_lab
+        self._lab: Optional[Lab] = None
         # A check played again (see plugin.py) plays its scenarios again too: the first play's
         # timings were not to be trusted, and other checks may still judge them.
         self.replay = replay
@@ -709,6 +736,14 @@ class Driver:
         self._touched = False  # the test changed its lab (a marker, a lock): no shared observation
         self._observations = observations if observations is not None else Observations()
         self._judging = False  # a scenario was observed: this check only judges from now on
+        self._starts = 0  # processes started as the runner's user (runners and helpers)
+        self._starts_when_idle = -1  # how many had been started when its user was last seen idle
+
+    @property
+    def lab(self) -> Lab:
+        if self._lab is None:
+            self._lab = self._make_lab()
+        return self._lab
 
     def observe(
         self,
@@ -747,6 +782,7 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
+        self._starts += 1
         invocation = Invocation(
             self.lab,
             self.python,
@@ -755,9 +791,13 @@ class Driver:
             expect_s,
             token,
             others=lambda: self._pids_besides(invocation),
+            user_seen_idle=self._user_seen_idle,
         )
         self._invocations.append(invocation)
         return invocation
+
+    def _user_seen_idle(self) -> None:
+        self._starts_when_idle = self._starts
 
     def _pids_besides(self, invocation: Invocation) -> Set[int]:
         """The processes of this check that are not `invocation`'s: its helpers, and the runners
@@ -782,6 +822,7 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()
+        self._starts += 1
         enter, user = self.lab.preexec(), self.lab.user
 
         def preexec() -> None:  # in the lab, as the runner's user: "another run" of the same lab
@@ -850,6 +891,13 @@ class Driver:
             if process.poll() is None:
                 process.kill()
             process.wait()
-        if self.lab.user is not None:
+        user = self._lab.user if self._lab is not None else None
+        if user is None:
+            return
+        if self._starts_when_idle == self._starts:
+            # Nothing runs as the user since it was last seen idle, and only the check starts
+            # anything as it (a process of another uid cannot become it): nothing to sweep.
+            identity.nothing_left(user)
+        else:
             # Also what slipped past the tokens (a daemon that emptied its environment).
-            sweep_at_the_end(self.lab.user)
+            sweep_at_the_end(user)
