@@ -121,6 +121,7 @@ def family(ancestor: int) -> List[int]:
 
 
 def as_processes(pids: Sequence[int]) -> List[psutil.Process]:
+    """A psutil.Process for each of `pids` that still runs."""
     processes = []
     for pid in pids:
         try:
