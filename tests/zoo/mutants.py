@@ -18,11 +18,13 @@ REFERENCE = "reference"
 LEARNER = "learner"
 ASYNCIO = "asyncio"
 PIPE_RELAY = "pipe-relay"
+FORK_EXEC = "fork-exec"
 BASES = {
     REFERENCE: REPO / "runner" / "runner.py",
     LEARNER: REPO / "tests" / "good" / "int_timeout_runner.py",  # the simplest way a learner writes it
     ASYNCIO: REPO / "tests" / "good" / "asyncio_runner.py",
     PIPE_RELAY: REPO / "tests" / "good" / "pipe_relay_runner.py",
+    FORK_EXEC: REPO / "tests" / "good" / "fork_exec_runner.py",  # os.fork, and an environment of its own
 }
 
 
@@ -146,6 +148,14 @@ MUTANTS = (
        "gives the command a clean environment of its own and kills it with proc.kill(), so what it started survives",
        (LEARNER_SPAWN, LEARNER_SPAWN.replace("start_new_session=True", CLEAN_ENVIRONMENT)),
        ("        os.killpg(proc.pid, signal.SIGKILL)", "        proc.kill()"),
+       fails=("survives[hang.sh]", "survives[deep-tree]", "survives[background-child]", "grandchild_sleep_is_killed",
+              "python_child_with_grandchildren")),
+    _m("fork-exec-kills-only-the-leader", "S2.4", FORK_EXEC,
+       "gives its commands an environment of its own and, on timeout, kills only the process it forked",
+       ("            os.killpg(self.pid, sig)\n", "            os.kill(self.pid, sig)\n"),
+       ("        return libc.prctl(36, 1, 0, 0, 0) == 0      # PR_SET_CHILD_SUBREAPER\n", "        return False\n"),
+       ('        """Live processes that belong to this command, found through /proc."""\n',
+        '        """Live processes that belong to this command, found through /proc."""\n        return []\n'),
        fails=("survives[hang.sh]", "survives[deep-tree]", "survives[background-child]", "grandchild_sleep_is_killed",
               "python_child_with_grandchildren")),
     _m("timeout-sends-sigterm", "S2.4", LEARNER,
