@@ -65,6 +65,11 @@ def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
     )
 
 
+# apply.sh's knobs that the lab does not name, each with the file beside apply.sh it may also be
+# given in: a runner need not pass the suite's own variables on to its commands (the lab's, like
+# APPLY_FAIL and FLAKY_STATE, it must).
+APPLY_KNOBS = {"APPLY_DELAY": "apply.delay", "APPLY_FAIL_CODE": "apply.fail-code"}
+
 FLAKY_STATE = "flaky.state"  # flaky.sh's call count, in the lab's work folder ($FLAKY_STATE)
 
 

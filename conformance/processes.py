@@ -783,6 +783,7 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
+        self.lab.set_knobs(env or {})
         self._starts += 1
         invocation = Invocation(
             self.lab,

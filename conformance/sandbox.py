@@ -26,9 +26,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Mapping, Optional, Sequence
 
 from conformance import roots
+from conformance.commands import APPLY_KNOBS
 from conformance.identity import RunnerUser, closed_ancestor, hand_over
 
 SUB_DIR = Path("/root/pyops/sub")
@@ -201,10 +202,20 @@ class Lab:
         else:
             self.sub, self.bin = SUB_DIR, BIN_DIR
         _fill(self.sub, self.bin, runner_source)
+        self.set_knobs({})  # a system root's bin may still hold an earlier check's
 
     @property
     def state(self) -> Path:
         return self.sub / "state"
+
+    def set_knobs(self, env: Mapping[str, str]) -> None:
+        """Give apply.sh the knobs of APPLY_KNOBS that `env` sets, in its files; remove the others."""
+        for variable, name in APPLY_KNOBS.items():
+            path = self.bin / name
+            if variable in env:
+                path.write_text(env[variable] + "\n")
+            elif path.exists():
+                path.unlink()
 
     def hand_over(self) -> None:
         """Give the runner's uid what it may write: the lab's sub folder and the test's scratch space."""

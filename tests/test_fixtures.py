@@ -1,6 +1,7 @@
 """The lab's fixtures keep the contract the lab describes (and the suite relies on)."""
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -94,6 +95,24 @@ def test_apply_fail_code_sets_the_failing_exit_code(tmp_path):
     env = {"APPLY_LOG": str(tmp_path / "applied.log"), "APPLY_FAIL": "1", "APPLY_FAIL_CODE": "7"}
     assert run([APPLY, "broken"], env).returncode == 7
     assert run([APPLY, "fine"], {"APPLY_LOG": str(tmp_path / "applied.log"), "APPLY_FAIL_CODE": "7"}).returncode == 0
+
+
+def test_apply_reads_the_suite_s_knobs_from_files_beside_it(tmp_path):
+    # How the suite's own knobs reach apply.sh through a runner that passes its commands only the
+    # lab's variables; a variable set in the environment still wins over its file.
+    shutil.copy(APPLY, str(tmp_path / "apply.sh"))
+    apply, log = str(tmp_path / "apply.sh"), str(tmp_path / "applied.log")
+    (tmp_path / "apply.fail-code").write_text("7\n")
+    assert run([apply, "broken"], {"APPLY_LOG": log, "APPLY_FAIL": "1"}).returncode == 7
+    assert run([apply, "broken"], {"APPLY_LOG": log, "APPLY_FAIL": "1", "APPLY_FAIL_CODE": "9"}).returncode == 9
+    assert run([apply, "fine"], {"APPLY_LOG": log}).returncode == 0
+    (tmp_path / "apply.delay").write_text("0.5\n")
+    started = time.monotonic()
+    assert run([apply, "slow"], {"APPLY_LOG": log}).returncode == 0
+    assert time.monotonic() - started >= 0.5
+    started = time.monotonic()
+    assert run([apply, "fast"], {"APPLY_LOG": log, "APPLY_DELAY": "0"}).returncode == 0
+    assert time.monotonic() - started < 0.5
 
 
 def test_apply_without_a_name_is_a_usage_error(tmp_path):
