@@ -65,10 +65,11 @@ def term_trap(ready, on_term, delay: float = 0.0) -> List[str]:
     )
 
 
-# apply.sh's knobs that the lab does not name, each with the file beside apply.sh it may also be
-# given in: a runner need not pass the suite's own variables on to its commands (the lab's, like
-# APPLY_FAIL and FLAKY_STATE, it must).
-APPLY_KNOBS = {"APPLY_DELAY": "apply.delay", "APPLY_FAIL_CODE": "apply.fail-code"}
+# The fixtures' settings the suite uses, which each fixture also reads from a file named after the
+# variable in SETTINGS beside it: they reach the fixture whatever environment a runner gives its
+# commands (the lab does not ask it to pass its own on).
+FIXTURE_SETTINGS = ("FLAKY_STATE", "APPLY_FAIL", "APPLY_FAIL_CODE", "APPLY_DELAY")
+SETTINGS = "settings"
 
 FLAKY_STATE = "flaky.state"  # flaky.sh's call count, in the lab's work folder ($FLAKY_STATE)
 

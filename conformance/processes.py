@@ -783,13 +783,14 @@ class Driver:
         token = new_token()
         self._tokens.append(token)
         self.lab.hand_over()  # what the test wrote as the grader (a marker, an earlier runs.jsonl)
-        self.lab.set_knobs(env or {})
+        environment = lab_environment(self.lab, token, env)
+        self.lab.set_fixture_settings(environment)
         self._starts += 1
         invocation = Invocation(
             self.lab,
             self.python,
             args,
-            lab_environment(self.lab, token, env),
+            environment,
             expect_s,
             token,
             others=lambda: self._pids_besides(invocation),

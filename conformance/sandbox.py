@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Mapping, Optional, Sequence
 
 from conformance import roots
-from conformance.commands import APPLY_KNOBS
+from conformance.commands import FIXTURE_SETTINGS, SETTINGS
 from conformance.identity import RunnerUser, closed_ancestor, hand_over
 
 SUB_DIR = Path("/root/pyops/sub")
@@ -202,16 +202,18 @@ class Lab:
         else:
             self.sub, self.bin = SUB_DIR, BIN_DIR
         _fill(self.sub, self.bin, runner_source)
-        self.set_knobs({})  # a system root's bin may still hold an earlier check's
+        self.set_fixture_settings({})  # a system root's bin may still hold an earlier check's
 
     @property
     def state(self) -> Path:
         return self.sub / "state"
 
-    def set_knobs(self, env: Mapping[str, str]) -> None:
-        """Give apply.sh the knobs of APPLY_KNOBS that `env` sets, in its files; remove the others."""
-        for variable, name in APPLY_KNOBS.items():
-            path = self.bin / name
+    def set_fixture_settings(self, env: Mapping[str, str]) -> None:
+        """Write the FIXTURE_SETTINGS that `env` sets for the fixtures to read; remove the others."""
+        folder = self.bin / SETTINGS
+        folder.mkdir(exist_ok=True)
+        for variable in FIXTURE_SETTINGS:
+            path = folder / variable
             if variable in env:
                 path.write_text(env[variable] + "\n")
             elif path.exists():

@@ -97,22 +97,39 @@ def test_apply_fail_code_sets_the_failing_exit_code(tmp_path):
     assert run([APPLY, "fine"], {"APPLY_LOG": str(tmp_path / "applied.log"), "APPLY_FAIL_CODE": "7"}).returncode == 0
 
 
-def test_apply_reads_the_suite_s_knobs_from_files_beside_it(tmp_path):
-    # How the suite's own knobs reach apply.sh through a runner that passes its commands only the
-    # lab's variables; a variable set in the environment still wins over its file.
-    shutil.copy(APPLY, str(tmp_path / "apply.sh"))
-    apply, log = str(tmp_path / "apply.sh"), str(tmp_path / "applied.log")
-    (tmp_path / "apply.fail-code").write_text("7\n")
-    assert run([apply, "broken"], {"APPLY_LOG": log, "APPLY_FAIL": "1"}).returncode == 7
-    assert run([apply, "broken"], {"APPLY_LOG": log, "APPLY_FAIL": "1", "APPLY_FAIL_CODE": "9"}).returncode == 9
-    assert run([apply, "fine"], {"APPLY_LOG": log}).returncode == 0
-    (tmp_path / "apply.delay").write_text("0.5\n")
+def fixture_copy(tmp_path, name, **settings):
+    """A copy of fixture `name` in tmp_path, with `settings` written in settings/ beside it."""
+    shutil.copy(str(FIXTURES / name), str(tmp_path / name))
+    (tmp_path / "settings").mkdir(exist_ok=True)
+    for variable, value in settings.items():
+        (tmp_path / "settings" / variable).write_text(value + "\n")
+    return str(tmp_path / name)
+
+
+def test_apply_reads_its_settings_beside_it_when_the_environment_has_none(tmp_path):
+    # How the suite's settings reach apply.sh through a runner that gives its commands an
+    # environment of its own; a variable set in the environment still wins over its file.
+    log = str(tmp_path / "applied.log")
+    apply = fixture_copy(tmp_path, "apply.sh", APPLY_FAIL="1", APPLY_FAIL_CODE="7")
+    assert run([apply, "broken"], {"APPLY_LOG": log}).returncode == 7
+    assert run([apply, "broken"], {"APPLY_LOG": log, "APPLY_FAIL_CODE": "9"}).returncode == 9
+    assert run([apply, "fine"], {"APPLY_LOG": log, "APPLY_FAIL": "0"}).returncode == 0
+    apply = fixture_copy(tmp_path, "apply.sh", APPLY_DELAY="0.5", APPLY_LOG=str(tmp_path / "from-settings.log"))
+    (tmp_path / "settings" / "APPLY_FAIL").unlink()
     started = time.monotonic()
-    assert run([apply, "slow"], {"APPLY_LOG": log}).returncode == 0
+    assert run([apply, "slow"]).returncode == 0
     assert time.monotonic() - started >= 0.5
-    started = time.monotonic()
-    assert run([apply, "fast"], {"APPLY_LOG": log, "APPLY_DELAY": "0"}).returncode == 0
-    assert time.monotonic() - started < 0.5
+    assert (tmp_path / "from-settings.log").read_text() == "slow\n"
+
+
+def test_flaky_reads_its_state_file_s_name_beside_it_when_the_environment_has_none(tmp_path):
+    state = tmp_path / "counted"
+    flaky = fixture_copy(tmp_path, "flaky.sh", FLAKY_STATE=str(state))
+    assert [run([flaky]).returncode for _ in range(3)] == [1, 1, 0]
+    assert state.read_text() == "3\n"
+    elsewhere = tmp_path / "elsewhere"
+    assert run([flaky], {"FLAKY_STATE": str(elsewhere)}).returncode == 1  # the environment wins
+    assert elsewhere.read_text() == "1\n"
 
 
 def test_apply_without_a_name_is_a_usage_error(tmp_path):

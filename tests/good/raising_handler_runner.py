@@ -8,9 +8,8 @@ Usage:
 Design: the SIGTERM handler raises Terminated; a CommandRunner owns one attempt and, when
 Terminated interrupts its wait, forwards SIGTERM to the command's process group, waits for
 the command, then kills whatever is left of the group and re-raises so the run ends with 143.
-A command gets an environment of its own: the basics (PATH, HOME, locale, TMPDIR) and the
-variables the lab's fixtures read (FLAKY_STATE, APPLY_LOG, APPLY_FAIL), nothing else of the
-runner's.
+A command gets an environment of its own, the basics only (PATH, HOME, locale, TZ, TMPDIR):
+nothing else of the runner's reaches it.
 """
 import argparse
 import datetime
@@ -41,7 +40,7 @@ GROUP_GONE_S = 2.0
 
 
 # What of the runner's environment a command gets: exact names, and prefixes ending in "_".
-COMMAND_ENV = ("PATH", "HOME", "LANG", "LC_", "TZ", "TMPDIR", "FLAKY_STATE", "APPLY_LOG", "APPLY_FAIL")
+COMMAND_ENV = ("PATH", "HOME", "LANG", "LC_", "TZ", "TMPDIR")
 
 
 def command_env():
