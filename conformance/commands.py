@@ -74,14 +74,7 @@ SETTINGS = "settings"
 FLAKY_STATE = "flaky.state"  # flaky.sh's call count, in the lab's work folder ($FLAKY_STATE)
 
 
-def flaky_calls(work) -> int:
-    """How often flaky.sh has been called in a lab whose FLAKY_STATE lives in `work`."""
-    try:
-        return flaky_count((Path(work) / FLAKY_STATE).read_bytes())
-    except FileNotFoundError:
-        return 0
-
-
-def flaky_count(state: bytes) -> int:
-    """The count in flaky.sh's state file (its content; empty when never called)."""
-    return int(state.strip() or 0)
+def flaky_calls(result) -> int:
+    """How often flaky.sh had been called in `result`'s lab when its runner ended (FLAKY_STATE in
+    the work folder, as the lab shows it or as an observation kept it)."""
+    return int(result.work_file(FLAKY_STATE).strip() or 0)
