@@ -426,13 +426,35 @@ def _folder_in(system_root: Path) -> Iterator[Path]:
         remove_tree(real)
 
 
+# A grading makes and removes a hundred labs, and its runners write in them: on a tmpfs that costs
+# a tenth of what it does on a disk's journaled file system (2 ms against 0.2 ms a lab, ext4 here),
+# a tenth of a CPU-second a grading. Only when the user named no temporary folder of their own, and
+# only with room for any check's files: a container's default /dev/shm has 64 MB.
+MEMORY_TMP = "/dev/shm"
+MEMORY_TMP_ROOM = 1 << 30
+TMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")  # the ones tempfile.gettempdir() reads
+
+
 def labs_folder(user: Optional[RunnerUser]) -> str:
-    """Where labs are made: the temporary folder, unless the runner's uid could not pass through it."""
+    """Where labs are made: a roomy /dev/shm, or the temporary folder; one the runner's uid can pass."""
     candidates = [tempfile.gettempdir()] + (["/tmp", "/var/tmp"] if user is not None else [])
+    if not any(os.environ.get(name) for name in TMP_VARIABLES) and _room_in(MEMORY_TMP) >= MEMORY_TMP_ROOM:
+        candidates.insert(0, MEMORY_TMP)
     for folder in candidates:
         if user is None or closed_ancestor(Path(folder) / "lab") is None:
             return folder
     raise OSError("no temporary folder that the runner's uid can reach (tried %s)" % ", ".join(candidates))
+
+
+def _room_in(folder: str) -> int:
+    """Bytes free in `folder` for anyone to write (0 when it cannot be written or does not exist)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return 0
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return 0
+    return stats.f_bavail * stats.f_frsize
 
 
 def remove_tree(root: Path) -> None:

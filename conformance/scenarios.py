@@ -118,3 +118,56 @@ def apply_in_progress(runner) -> ApplyInProgress:
         return ApplyInProgress(first.finish(), applying, why_not, lock_free, shared_only, marker_early, same, other)
 
     return runner.scenario("apply in progress", play)
+
+
+# apply.sh fails (exit 1) while this is set: APPLY_FAIL of the lab.
+FAILING = {"APPLY_FAIL": "1"}
+
+
+@dataclass
+class AppliedTwice:
+    """`apply feature` in a fresh lab, then, in the same lab, the same apply again, a dry run of
+    it, and `apply next`: each later call meets what the earlier ones left."""
+
+    first: Result
+    lock_file: bool  # state/lock existed once the first apply had ended
+    lock_free: bool  # another process could take LOCK_EX on it then
+    again: Result
+    dry_run: Result
+    next_name: Result
+
+
+def applied_twice(runner) -> AppliedTwice:
+    """S4.1 (a second apply is a no-op), S5.1 (the lock file, free after a success) and S8.3 (a
+    dry run after a real apply) judge it."""
+
+    def play() -> AppliedTwice:
+        # Each Result kept apart at once: it shows the lab as its own call left it.
+        first = runner.run("apply", "feature").kept_apart()
+        lock_file = (runner.lab.state / "lock").exists()
+        lock_free = runner.lock_is_free()
+        again = runner.run("apply", "feature").kept_apart()
+        dry_run = runner.run("apply", "--dry-run", "feature").kept_apart()
+        return AppliedTwice(first, lock_file, lock_free, again, dry_run, runner.run("apply", "next"))
+
+    return runner.scenario("applied twice", play)
+
+
+@dataclass
+class FailedThenFixed:
+    """`apply broken` with apply.sh failing, in a fresh lab, then again with apply.sh succeeding."""
+
+    failed: Result
+    lock_free: bool  # another process could take LOCK_EX on state/lock once the failed apply ended
+    fixed: Result
+
+
+def failed_then_fixed(runner) -> FailedThenFixed:
+    """S4.4 (exit 1, no marker, tried again next time) and S5.1 (the lock free after a failure) judge it."""
+
+    def play() -> FailedThenFixed:
+        failed = runner.run("apply", "broken", env=FAILING).kept_apart()
+        lock_free = runner.lock_is_free()
+        return FailedThenFixed(failed, lock_free, runner.run("apply", "broken"))
+
+    return runner.scenario("failed then fixed", play)

@@ -4,12 +4,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
 import pytest
 
-from conformance import identity, timing
+from conformance import identity, sandbox, timing
 from conformance.processes import TOKEN_VAR, all_asleep, runs_as, started_at, tagged
 
 FIXTURES = "/opt/fixtures/pyops/bin"
@@ -177,3 +178,34 @@ def test_handing_a_lab_over_never_gives_away_a_file_linked_from_elsewhere(tmp_pa
     identity.hand_over([lab], user)
     assert system_file.stat().st_uid == 0
     assert (lab / "marker").stat().st_uid == user.uid and lab.stat().st_uid == user.uid
+
+
+@pytest.fixture
+def memory_tmp(tmp_path, monkeypatch):
+    """A stand-in for /dev/shm, with no temporary folder named by the environment."""
+    for name in sandbox.TMP_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setattr(sandbox, "MEMORY_TMP", str(folder))
+    return folder
+
+
+def test_labs_are_made_in_memory_when_it_has_room(memory_tmp):
+    assert sandbox.labs_folder(None) == str(memory_tmp)
+
+
+def test_labs_stay_in_the_temporary_folder_when_memory_is_short(memory_tmp, monkeypatch):
+    # A container's default /dev/shm (64 MB) could not hold a check's large outputs.
+    monkeypatch.setattr(sandbox, "MEMORY_TMP_ROOM", 1 << 62)  # more than any machine has
+    assert sandbox.labs_folder(None) == tempfile.gettempdir()
+
+
+def test_labs_go_where_the_user_put_temporary_files(memory_tmp, monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert sandbox.labs_folder(None) == tempfile.gettempdir()
+
+
+def test_no_room_in_a_folder_that_cannot_be_written(tmp_path):
+    assert sandbox._room_in(str(tmp_path / "missing")) == 0
+    assert sandbox._room_in(str(tmp_path)) > 0

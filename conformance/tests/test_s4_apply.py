@@ -3,13 +3,12 @@
 import pytest
 
 from conformance import expect
-from conformance.scenarios import apply_in_progress
+from conformance.scenarios import FAILING, applied_twice, apply_in_progress, failed_then_fixed
 
 clause = pytest.mark.clause
 # Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
 # a reasonable tool (settled reading; names with spaces or other letters are X14's).
 NAMES = ["db-migration", "v1.2.3", "x", "feature_2"]
-FAILING = {"APPLY_FAIL": "1"}
 
 
 def marker_present(runner):
@@ -38,9 +37,9 @@ def test_s4_1_marker_present_means_apply_sh_not_called(runner):
 
 @clause("S4.1")
 def test_s4_1_second_apply_is_a_no_op(runner):
-    first = runner.run("apply", "feature")
+    seen = applied_twice(runner)
+    first, second = seen.first, seen.again
     expect.exit_code(first, 0, "S4.2")
-    second = runner.run("apply", "feature")
     expect.exit_code(second, 0, "S4.1")
     expect.stdout_has(second, "already applied", "S4.1")
     expect.that(
@@ -133,7 +132,7 @@ def test_s4_3_no_marker_while_apply_sh_is_still_running(runner):
 
 @clause("S4.4")
 def test_s4_4_failure_exits_1(runner):
-    result = runner.observe("apply", "broken", env=FAILING)
+    result = failed_then_fixed(runner).failed
     expect.exit_code(result, 1, "S4.4")
 
 
@@ -145,16 +144,16 @@ def test_s4_4_failure_exits_1_whatever_apply_sh_exited_with(runner):
 
 @clause("S4.4")
 def test_s4_4_failure_leaves_no_marker(runner):
-    result = runner.observe("apply", "broken", env=FAILING)
+    result = failed_then_fixed(runner).failed
     expect.finished(result, "S4.4")
     expect.no_marker(result, "S4.4")
 
 
 @clause("S4.4")
 def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
-    failed = runner.run("apply", "broken", env=FAILING)
+    seen = failed_then_fixed(runner)
+    failed, fixed = seen.failed, seen.fixed
     expect.exit_code(failed, 1, "S4.4")
-    fixed = runner.run("apply", "broken")
     expect.exit_code(fixed, 0, "S4.4")
     expect.that(
         fixed.applied() == ["broken", "broken"],
