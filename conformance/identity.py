@@ -18,8 +18,6 @@ runner can only run as the grader's own user.
 """
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set
 
 from conformance import procfs
+from conformance.libc import LIBC
 from conformance.machine import MACHINE_DIR
 
 # No account has these uids (checked before each lease): a sweep can never hit a real user.
@@ -71,8 +70,6 @@ CHOICES = (AUTO, OWN, GRADER)
 # What the grader must hold to run a runner as another uid and clean up after it (Linux
 # capability numbers): switch uid and gid, signal it, and own, read and remove what it wrote.
 CAPABILITIES = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -250,15 +247,15 @@ def owner_of(pid: int) -> Optional[RunnerUser]:
 @contextlib.contextmanager
 def file_access_as(user: RunnerUser) -> Iterator[None]:
     """Open files with `user`'s file-system ids, in this thread only (needs CAP_SETUID, CAP_SETGID)."""
-    gid_before = _libc.setfsgid(user.gid)
-    uid_before = _libc.setfsuid(user.uid)
+    gid_before = LIBC.setfsgid(user.gid)
+    uid_before = LIBC.setfsuid(user.uid)
     try:
-        if _libc.setfsuid(-1) != user.uid:  # setfsuid reports no errors: read the id back
+        if LIBC.setfsuid(-1) != user.uid:  # setfsuid reports no errors: read the id back
             raise PermissionError(errno.EPERM, "cannot take the file-system ids of uid %d" % user.uid)
         yield
     finally:
-        _libc.setfsuid(uid_before)
-        _libc.setfsgid(gid_before)
+        LIBC.setfsuid(uid_before)
+        LIBC.setfsgid(gid_before)
 
 
 def sweep(user: RunnerUser, patience_s: float = 5.0) -> bool:

@@ -9,8 +9,6 @@ went, and it is always killed before the test ends.
 """
 
 import contextlib
-import ctypes
-import ctypes.util
 import fcntl
 import os
 import resource
@@ -28,6 +26,7 @@ from conformance import expect, identity, procfs, timing
 from conformance.commands import FLAKY_STATE
 from conformance.cpuwait import CpuWait, own_thread_waited
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
+from conformance.libc import LIBC
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
 from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab
@@ -258,7 +257,6 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
     return env
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -285,8 +283,8 @@ def _stand_between(
         # The runner's orphans become the stand-in's, which reaps them at once, as an init does in
         # a container (tini): a killed grandchild must not linger as a zombie that kill(-pgid, 0)
         # still counts, least of all where a runner has no /proc to tell zombies apart (chroot).
-        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        pid = _libc.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
+        LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        pid = LIBC.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
         if pid != 0:
             if pid > 0:
                 os.write(tell_pid, b"%d" % pid)

@@ -17,7 +17,6 @@ its own version of those two folders. Two ways to give it one:
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
@@ -31,6 +30,7 @@ from typing import Callable, Iterator, List, Mapping, Optional, Sequence
 from conformance import roots
 from conformance.commands import FIXTURE_SETTINGS, SETTINGS
 from conformance.identity import RunnerUser, closed_ancestor, hand_over
+from conformance.libc import LIBC
 
 SUB_DIR = Path("/root/pyops/sub")
 STATE_DIR = SUB_DIR / "state"
@@ -67,8 +67,6 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
 
 def _check(result: int, what: str) -> None:
     if result != 0:
@@ -79,7 +77,7 @@ def _check(result: int, what: str) -> None:
 def _mount(source: Optional[str], target: str, fstype: Optional[str], flags: int, data=None):
     encode = lambda text: None if text is None else os.fsencode(text)  # noqa: E731
     _check(
-        _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)),
+        LIBC.mount(encode(source), encode(target), encode(fstype), flags, encode(data)),
         "mount %s" % target,
     )
 
@@ -118,7 +116,7 @@ class MountPlan:
         """In a child between fork and exec: make the lab's paths show the test's folders."""
         uid, gid = os.geteuid(), os.getegid()
         flags = _CLONE_NEWNS | (_CLONE_NEWUSER if self.user_namespace else 0)
-        _check(_libc.unshare(flags), "unshare")
+        _check(LIBC.unshare(flags), "unshare")
         if self.user_namespace:
             _write("/proc/self/setgroups", "deny")
             _write("/proc/self/uid_map", "0 %d 1" % uid)
