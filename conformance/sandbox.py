@@ -427,7 +427,8 @@ def _folder_in(system_root: Path) -> Iterator[Path]:
 # A grading makes and removes a hundred labs, and its runners write in them: on a tmpfs that costs
 # a tenth of what it does on a disk's journaled file system (2 ms against 0.2 ms a lab, ext4 here),
 # a tenth of a CPU-second a grading. Only when the user named no temporary folder of their own, and
-# only with room for any check's files: a container's default /dev/shm has 64 MB.
+# only where the fixtures may run (Docker mounts /dev/shm noexec, as do hardened systems) with room
+# for any check's files (a container's default /dev/shm has 64 MB).
 MEMORY_TMP = "/dev/shm"
 MEMORY_TMP_ROOM = 1 << 30
 TMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")  # the ones tempfile.gettempdir() reads
@@ -445,12 +446,14 @@ def labs_folder(user: Optional[RunnerUser]) -> str:
 
 
 def _room_in(folder: str) -> int:
-    """Bytes free in `folder` for anyone to write (0 when it cannot be written or does not exist)."""
+    """Bytes free in `folder` for labs: 0 where it cannot be written, or its programs cannot run."""
     if not os.access(folder, os.W_OK | os.X_OK):
         return 0
     try:
         stats = os.statvfs(folder)
     except OSError:
+        return 0
+    if stats.f_flag & os.ST_NOEXEC:
         return 0
     return stats.f_bavail * stats.f_frsize
 

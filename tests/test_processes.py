@@ -209,3 +209,16 @@ def test_labs_go_where_the_user_put_temporary_files(memory_tmp, monkeypatch, tmp
 def test_no_room_in_a_folder_that_cannot_be_written(tmp_path):
     assert sandbox._room_in(str(tmp_path / "missing")) == 0
     assert sandbox._room_in(str(tmp_path)) > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a file system: needs root")
+def test_no_room_where_programs_may_not_run(tmp_path):
+    # Docker mounts /dev/shm noexec: the fixtures of a lab made there could not run.
+    folder = tmp_path / "noexec"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=4m", "tmpfs", str(folder)], check=True)
+    try:
+        assert sandbox._room_in(str(folder)) == 0
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    assert sandbox._room_in(str(folder)) > 0
