@@ -29,7 +29,7 @@ from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.libc import LIBC
 from conformance.observations import Observations
 from conformance.result import ProcessInfo, Result
-from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab
+from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab, remove_labs_of
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -219,9 +219,10 @@ def reap(token: str) -> None:
 def end_session(session: str) -> None:
     """Kill whatever a session that was itself killed left: its workers, the runners and their
     stand-ins (in sessions of their own, out of reach of a signal to its group), and whatever
-    runs as a runner uid whose lease its holder did not live to end."""
+    runs as a runner uid whose lease its holder did not live to end; then remove its labs."""
     kill_until_gone(lambda: [process.pid for process in of_session(session)], 5 * timing.SURVIVOR_GRACE_S)
     identity.sweep_abandoned()
+    remove_labs_of(session)
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):

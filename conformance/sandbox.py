@@ -368,9 +368,10 @@ class SharedLock:
 class LabMaker:
     """Makes the labs of one session: a private one per test, or the real paths one at a time."""
 
-    def __init__(self, mode: str, runner_source: Path, hidden: Sequence[Path] = ()) -> None:
+    def __init__(self, mode: str, runner_source: Path, session: str, hidden: Sequence[Path] = ()) -> None:
         self.mode = mode
         self.runner_source = runner_source
+        self.session = session  # named in every lab's folder: see remove_labs_of
         self.plan: Optional[MountPlan] = None
         if mode == NAMESPACE:
             self.plan, why_not = probe_namespace(hidden)
@@ -387,7 +388,7 @@ class LabMaker:
             with self.roots.leased() as system_root, _folder_in(system_root) as root:
                 yield Lab(root, self.mode, self.runner_source, None, user, system_root)
             return
-        root = Path(tempfile.mkdtemp(prefix="pyops-lab-", dir=labs_folder(user)))
+        root = Path(tempfile.mkdtemp(prefix=_lab_prefix(self.session), dir=labs_folder(user)))
         lock = SharedLock() if self.mode == SHARED else None
         try:
             if lock is not None:
@@ -443,6 +444,26 @@ def labs_folder(user: Optional[RunnerUser]) -> str:
         if user is None or closed_ancestor(Path(folder) / "lab") is None:
             return folder
     raise OSError("no temporary folder that the runner's uid can reach (tried %s)" % ", ".join(candidates))
+
+
+def _lab_prefix(session: str) -> str:
+    return "pyops-lab-%s-" % session
+
+
+def labs_of(session: str) -> List[Path]:
+    """The labs of grading session `session`, and of the sessions below it, still on this machine."""
+    found: List[Path] = []
+    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), "/tmp", "/var/tmp"}):
+        for pattern in (_lab_prefix(session) + "*", _lab_prefix(session + ".*") + "*"):
+            found += Path(folder).glob(pattern)
+    return found
+
+
+def remove_labs_of(session: str) -> None:
+    """Remove what a grading that was killed left of its labs: in /dev/shm they would take memory
+    until the machine restarts."""
+    for lab in labs_of(session):
+        remove_tree(lab)
 
 
 def _room_in(folder: str) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conformance import sandbox
 from conformance.classroom import grading
 from conformance.classroom.batch import Batch
 from conformance.classroom.command import main_class
@@ -286,3 +287,4 @@ def test_a_grading_killed_before_it_could_clean_up_leaves_nothing_running(monkey
         if session in environ or process.info["cmdline"] == ["sleep", "987.65"]:
             left.append(process.info["cmdline"])
     assert not left, "the stopped grading left these running: %s" % left
+    assert not sandbox.labs_of(session), "the stopped grading left its labs"
