@@ -433,11 +433,13 @@ def _folder_in(system_root: Path) -> Iterator[Path]:
 MEMORY_TMP = "/dev/shm"
 MEMORY_TMP_ROOM = 1 << 30
 TMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")  # the ones tempfile.gettempdir() reads
+# Where labs go when the runner's uid cannot pass through the temporary folder.
+PASSABLE_TMP = ("/tmp", "/var/tmp")
 
 
 def labs_folder(user: Optional[RunnerUser]) -> str:
     """Where labs are made: a roomy /dev/shm, or the temporary folder; one the runner's uid can pass."""
-    candidates = [tempfile.gettempdir()] + (["/tmp", "/var/tmp"] if user is not None else [])
+    candidates = [tempfile.gettempdir()] + (list(PASSABLE_TMP) if user is not None else [])
     if not any(os.environ.get(name) for name in TMP_VARIABLES) and _room_in(MEMORY_TMP) >= MEMORY_TMP_ROOM:
         candidates.insert(0, MEMORY_TMP)
     for folder in candidates:
@@ -453,7 +455,7 @@ def _lab_prefix(session: str) -> str:
 def labs_of(session: str) -> List[Path]:
     """The labs of grading session `session`, and of the sessions below it, still on this machine."""
     found: List[Path] = []
-    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), "/tmp", "/var/tmp"}):
+    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), *PASSABLE_TMP}):  # wherever labs_folder chose
         for pattern in (_lab_prefix(session) + "*", _lab_prefix(session + ".*") + "*"):
             found += Path(folder).glob(pattern)
     return found
