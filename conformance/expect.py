@@ -9,7 +9,7 @@ import os
 import re
 from typing import Any, List, Mapping, Optional, Sequence, TypeVar
 
-from conformance import timing
+from conformance import labfiles, timing
 from conformance.clauses import CLAUSES, display_width
 from conformance.records import LINE_PROBLEMS, MINIMUMS, FieldProblem, Record, json_text, json_type
 from conformance.result import ProcessInfo, Result, tail
@@ -91,16 +91,18 @@ def evidence(result: Result) -> List[str]:
         lines.append(labelled(words[label], "" if data else words["none"]))
         if data:
             lines.extend("    | " + line for line in tail(data).splitlines())
-    runs = result.runs_bytes()
+    runs = result.runs_seen()
     if runs:
         lines.append(labelled(words["runs.jsonl"]))
         # A record is a few hundred characters; a longer line is shown cut (its length says enough).
         more = _in(_JUDGEMENT_WORDS, LANG)["more_chars"]
         lines.extend("    | " + line for line in tail(runs, 6, width=300, more=more).splitlines())
-    applied = result.applied()
+    applied = result.applied_seen()
     if applied:
         lines.append(labelled(words["applied.log"], ", ".join(applied[-6:])))
-    lines.append(labelled(words["markers"], ", ".join(result.markers()) or words["none"]))
+    lines.append(labelled(words["markers"], ", ".join(result.markers_seen()) or words["none"]))
+    for refused in result.refused_files():
+        lines.append(labelled(words["refused"], refused_words(refused.name, refused.refused or "link", refused.limit)))
     if result.survivors:
         lines.append(labelled(words["left running"]))
         for process in result.survivors:
@@ -121,6 +123,7 @@ _EVIDENCE_WORDS = {
         "markers": "markers",
         "left running": "left running",
         "note": "note",
+        "refused": "not read",
         "none": "(none)",
         "hung": "did not finish; killed after %.1fs",
         "ended_with": "exit code %s after %.2fs",
@@ -136,12 +139,57 @@ _EVIDENCE_WORDS = {
         "markers": "マーカー",
         "left running": "残ったプロセス",
         "note": "注記",
+        "refused": "読まず",
         "none": "(なし)",
         "hung": "終わらず、%.1f 秒後に採点側が強制終了",
         "ended_with": "終了コード %s(%.2f 秒後)",
         "ignores_term": "(SIGTERM を無視)",
     },
 }
+
+
+# A lab file that is not a regular file (labfiles.py): the clause that judges it fails, unread.
+_REFUSED_WORDS: Mapping[str, Mapping[str, str]] = {
+    "en": {
+        "expected": "%s a regular file, which the grader reads without following links",
+        "actual": "%s is %s, not read",
+        "hint": "Write %s as a plain file (open(path, 'a') or Path.write_text); leave no link, folder or FIFO in "
+        "its place: a grader never follows them.",
+    },
+    "ja": {
+        "expected": "%s は通常のファイル(採点側はリンクをたどらずに読みます)",
+        "actual": "%s は%sで、読みませんでした",
+        "hint": "%s は通常のファイルとして書いてください(open(path, 'a') や Path.write_text)。その場所にリンク・"
+        "フォルダー・FIFO を置かないでください。採点側はたどりません。",
+    },
+}
+_REFUSED_KINDS: Mapping[str, Mapping[str, str]] = {
+    "en": labfiles.KINDS,
+    "ja": {
+        "link": "シンボリックリンク",
+        "folder": "フォルダー",
+        "fifo": "FIFO(名前付きパイプ)",
+        "device": "デバイス",
+        "socket": "ソケット",
+        "hard_link": "別の名前も持つファイル(ハードリンク)",
+        "too_large": "%d バイトより大きいファイル",
+        "not_a_folder": "フォルダーではないもの",
+    },
+}
+
+
+def refused_words(name: str, kind: str, limit: int) -> str:
+    """What is in place of the lab file `name` instead of a regular file, in the learner's language."""
+    words = _in(_REFUSED_WORDS, LANG)
+    return words["actual"] % (name, labfiles.what(kind, limit, _in(_REFUSED_KINDS, LANG)))
+
+
+def refusal(error: labfiles.LabFileRefused) -> ClauseFailure:
+    """The failure of the clause that judges a lab file a runner left as something else (labfiles.LabFileRefused)."""
+    words = _in(_REFUSED_WORDS, LANG)
+    result = error.result if isinstance(error.result, Result) else None
+    actual = refused_words(error.name, error.kind, error.limit)
+    return ClauseFailure(error.clause, words["expected"] % error.name, actual, result, words["hint"] % error.name)
 
 
 def show_command(argv: Sequence[str]) -> str:

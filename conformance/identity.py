@@ -23,14 +23,13 @@ import fcntl
 import os
 import pwd
 import signal
-import stat
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Set
 
-from conformance import procfs
+from conformance import labfiles, procfs
 from conformance.libc import LIBC
 from conformance.machine import MACHINE_DIR
 
@@ -301,19 +300,7 @@ def hand_over(paths: List[Path], user: Optional[RunnerUser]) -> None:
     if user is None:
         return
     for top in paths:
-        if not top.exists():
-            continue
-        for path in [str(top)] + [os.path.join(f, n) for f, dirs, files in os.walk(str(top)) for n in dirs + files]:
-            try:
-                # A file with another name elsewhere is not the test's: a runner may have linked a
-                # system file into its lab (where fs.protected_hardlinks is off), and must not
-                # get to own it. What the grader writes in a lab has one name.
-                info = os.lstat(path)
-                if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
-                    continue
-                os.lchown(path, user.uid, user.gid)
-            except OSError:
-                continue  # gone meanwhile, or a read-only mount (a runner.py mounted :ro): it only reads it
+        labfiles.chown_tree(top, user.uid, user.gid)
 
 
 def closed_ancestor(path: Path) -> Optional[Path]:

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import commands, expect, forks, identity, machine, observations, report, scenarios, view
+from conformance import commands, expect, forks, identity, labfiles, machine, observations, report, scenarios, view
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
@@ -477,6 +477,10 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if call.excinfo is None or test_report.when not in ("setup", "call"):
         return
     error = call.excinfo.value
+    if isinstance(
+        error, labfiles.LabFileRefused
+    ):  # a lab file a check reads is a link, a FIFO...: the runner's failure
+        error = expect.refusal(error)
     if isinstance(error, expect.ClauseFailure):
         test_report.longrepr = str(error)  # the teaching message, not a traceback
         test_report.user_properties.append(("message", str(error)))

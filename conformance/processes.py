@@ -22,13 +22,13 @@ from typing import Any, Callable, ContextManager, Dict, Hashable, Iterator, List
 
 import psutil
 
-from conformance import expect, identity, procfs, timing
+from conformance import expect, identity, labfiles, procfs, timing
 from conformance.commands import FLAKY_STATE
 from conformance.cpuwait import CpuWait, own_thread_waited
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.libc import LIBC
 from conformance.observations import Observations
-from conformance.result import ProcessInfo, Result
+from conformance.result import LOCK_CLAUSE, ProcessInfo, Result
 from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab, remove_labs_of
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
@@ -863,9 +863,10 @@ class Driver:
 
     def lock_is_free(self, shared: bool = False) -> bool:
         """Could another process take LOCK_EX | LOCK_NB (LOCK_SH, if `shared`) on state/lock right now?"""
-        try:
-            fd = os.open(str(self.lab.state / "lock"), os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
+        fd, found = labfiles.open_file(self.lab.sub, "state/lock")  # the runner's to replace: no link followed
+        if found.refused:
+            raise labfiles.LabFileRefused(found.name, found.refused, LOCK_CLAUSE)
+        if fd is None:
             return True
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)

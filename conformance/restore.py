@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
+from conformance import labfiles
+
 BACKUP_ROOT = Path(os.environ.get("PYOPS_CONFORMANCE_BACKUP", "/var/tmp/pyops-conformance-backup"))
 JOURNAL = "journal.json"
 
@@ -83,20 +85,14 @@ def _busy(path: Path) -> bool:
 
 
 def _empty(folder: Path) -> None:
-    if not folder.is_dir():
+    """Empty `folder` (a runner's links removed, never followed), or make it a folder again."""
+    if folder.is_symlink() or not folder.is_dir():
         if folder.exists() or folder.is_symlink():
             folder.unlink()
         folder.mkdir(parents=True)
         return
     os.chmod(str(folder), 0o700)
-    for entry in folder.iterdir():
-        if _busy(entry):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            _empty(entry)
-            entry.rmdir()
-        else:
-            entry.unlink()
+    labfiles.empty_folder(folder)  # a mount point in it (a runner.py mounted read-only) stays
 
 
 def _copy_back(copy: Path, folder: Path) -> None:

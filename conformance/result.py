@@ -1,12 +1,11 @@
 """What one runner invocation produced, and what it left in the lab."""
 
 import dataclasses
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
+from conformance import labfiles
 from conformance import records as runs_jsonl
 
 if TYPE_CHECKING:  # only for annotations
@@ -14,6 +13,12 @@ if TYPE_CHECKING:  # only for annotations
 
 # The work folder's files an observation keeps (counters are a few lines): each, and all together.
 WORK_FILE_LIMIT, WORK_FILES_LIMIT = 64 * 1024, 1 << 20
+# runs.jsonl of a whole check holds a few dozen lines of a few hundred bytes; applied.log a few names.
+RUNS_LIMIT, APPLIED_LIMIT = 1 << 20, 64 * 1024
+# The lab files a check judges (keys of Result.lab_files), as the lab names them, and the clause that
+# judges each: one that is not a regular file (a link, a FIFO, a folder) fails that clause, unread.
+LAB_FILES = {"runs": ("runs.jsonl", "S7.1"), "applied": ("applied.log", "S4.2"), "markers": ("state", "S4.3")}
+MARKER_CLAUSE, LOCK_CLAUSE = "S4.3", "S5.1"
 # How much of each stream and file a failure message shows.
 TAIL_LINES = 12
 TAIL_CHARS = 2000
@@ -35,26 +40,30 @@ class ProcessInfo:
 def small_files(folder: Path) -> Dict[str, bytes]:
     """The test's own files next to the lab (counters a command wrote, flaky.sh's state).
 
-    The folder is the runner's to write, and a runner is untrusted: links are not followed
-    (O_NOFOLLOW: one swapped in meanwhile is not read either), and what is kept is bounded.
+    The folder is the runner's to write, and a runner is untrusted: only regular files are read,
+    never through a link (labfiles), and what is kept is bounded.
     """
     kept: Dict[str, bytes] = {}
     room = WORK_FILES_LIMIT
-    for name in sorted(os.listdir(str(folder))):
-        try:
-            fd = os.open(str(folder / name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            continue  # a link, gone meanwhile, or not to be opened
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                continue
-            data = os.read(fd, min(WORK_FILE_LIMIT, room) + 1)
-        finally:
-            os.close(fd)
-        if len(data) <= WORK_FILE_LIMIT and len(data) <= room:
-            kept[name] = data
-            room -= len(data)
+    for name in labfiles.listing(folder.parent, folder.name).regular():
+        found = labfiles.read(folder, name, min(WORK_FILE_LIMIT, room))
+        if found.exists and found.refused is None:
+            kept[name] = found.data
+            room -= len(found.data)
     return kept
+
+
+def _read_lab(lab: "Lab", key: str) -> Tuple[Any, Optional[labfiles.LabFile]]:
+    """(what a check reads of the lab file `key` of LAB_FILES, the file if it was refused)."""
+    if key == "markers":
+        state = labfiles.listing(lab.sub, "state")
+        if state.refused:
+            return [], labfiles.LabFile(state.name, exists=True, refused=state.refused)
+        return sorted(name for name in state.entries if name.endswith(".done")), None
+    found = labfiles.read(lab.sub, LAB_FILES[key][0], RUNS_LIMIT if key == "runs" else APPLIED_LIMIT)
+    if found.refused:
+        return (b"" if key == "runs" else []), found
+    return (found.data if key == "runs" else found.data.decode("utf-8", "replace").splitlines()), None
 
 
 def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None, more: str = "... (%d characters)") -> str:
@@ -98,19 +107,40 @@ class Result:
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
         if self.lab_files is not None:
             return dataclasses.replace(self, notes=list(self.notes))
-        files: Dict[str, Any] = {"runs": self.runs_bytes(), "applied": self.applied(), "markers": self.markers()}
-        files["marker_files"] = [name for name in files["markers"] if (self.lab.state / name).is_file()]
+        files: Dict[str, Any] = {"refused": {}}
+        for key in LAB_FILES:
+            files[key], refused = _read_lab(self.lab, key)
+            if refused is not None:
+                files["refused"][key] = refused
+        state = labfiles.listing(self.lab.sub, "state")
+        files["marker_kinds"] = {name: state.entries[name] for name in files["markers"] if name in state.entries}
         files["work"] = small_files(self.lab.work)
         return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
+
+    def _lab_file(self, key: str) -> Tuple[Any, Optional[labfiles.LabFile]]:
+        """The lab file `key` of LAB_FILES as a check reads it, and the file itself if it was refused."""
+        if self.lab_files is not None:
+            return self.lab_files[key], self.lab_files.get("refused", {}).get(key)
+        return _read_lab(self.lab, key)
+
+    def _judged(self, key: str) -> Any:
+        """The lab file `key` for a check to judge; LabFileRefused (its clause's failure) if not a regular file."""
+        value, refused = self._lab_file(key)
+        if refused is not None:
+            raise labfiles.LabFileRefused(
+                refused.name, refused.refused or "link", LAB_FILES[key][1], refused.limit, self
+            )
+        return value
+
+    def refused_files(self) -> List[labfiles.LabFile]:
+        """What the runner left in place of the lab files a check judges, where it was refused (for the evidence)."""
+        return [refused for refused in (self._lab_file(key)[1] for key in LAB_FILES) if refused is not None]
 
     def work_file(self, name: str) -> bytes:
         """A file of the lab's work folder as it was when the runner ended (b"" when there is none)."""
         if self.lab_files is not None:
             return self.lab_files["work"].get(name, b"")
-        try:
-            return (self.lab.work / name).read_bytes()
-        except OSError:
-            return b""
+        return labfiles.read(self.lab.work, name, WORK_FILE_LIMIT).data
 
     def __repr__(self) -> str:
         ending = "hung, killed after %.1fs" % self.hung_after_s if self.hung_after_s else "rc=%s" % self.rc
@@ -125,35 +155,41 @@ class Result:
         return self.stderr.decode("utf-8", "replace")
 
     def runs_bytes(self) -> bytes:
-        if self.lab_files is not None:
-            return self.lab_files["runs"]
-        try:
-            return self.lab.runs_log.read_bytes()
-        except OSError:
-            return b""
+        """runs.jsonl as the runner left it (LabFileRefused: S7.1's failure, if it is not a regular file)."""
+        return self._judged("runs")
+
+    def runs_seen(self) -> bytes:
+        """runs.jsonl for the evidence: b"" where it was refused (refused_files says why)."""
+        return self._lab_file("runs")[0]
 
     def records(self) -> List[runs_jsonl.Record]:
         return runs_jsonl.parse(self.runs_bytes())
 
     def applied(self) -> List[str]:
         """Lines of applied.log: one per call of apply.sh."""
-        if self.lab_files is not None:
-            return list(self.lab_files["applied"])
-        try:
-            return self.lab.applied_log.read_text(errors="replace").splitlines()
-        except OSError:
-            return []
+        return list(self._judged("applied"))
+
+    def applied_seen(self) -> List[str]:
+        """applied.log for the evidence: [] where it was refused."""
+        return list(self._lab_file("applied")[0])
 
     def marked(self, name: str) -> bool:
-        """Is there a marker file state/NAME.done (a regular file: a folder of that name is none)?"""
+        """Is there a marker state/NAME.done? (LabFileRefused, S4.3's failure, if something else is in its place.)"""
+        markers = self._judged("markers")
+        marker = "%s.done" % name
+        if marker not in markers:
+            return False
         if self.lab_files is not None:
-            return "%s.done" % name in self.lab_files["marker_files"]
-        return self.lab.marker(name).is_file()
+            kind = self.lab_files.get("marker_kinds", {}).get(marker)
+        else:
+            kind = labfiles.listing(self.lab.sub, "state").entries.get(marker, "link")
+        if kind is not None:
+            raise labfiles.LabFileRefused("state/" + marker, kind, MARKER_CLAUSE, result=self)
+        return True
 
     def markers(self) -> List[str]:
-        if self.lab_files is not None:
-            return list(self.lab_files["markers"])
-        try:
-            return sorted(p.name for p in self.lab.state.iterdir() if p.name.endswith(".done"))
-        except OSError:
-            return []
+        return list(self._judged("markers"))
+
+    def markers_seen(self) -> List[str]:
+        """The markers for the evidence: [] where state/ was refused."""
+        return list(self._lab_file("markers")[0])

@@ -18,12 +18,13 @@ packages change, or the roots keep the old programs.
 import contextlib
 import fcntl
 import os
-import shutil
 import stat
 import subprocess
 import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence
+
+from conformance import labfiles
 
 # Where the roots are, unless PYOPS_ROOTS says otherwise.
 DEFAULT_FOLDER = Path("/var/lib/pyops-conformance/roots")
@@ -51,11 +52,11 @@ def make(where: Path, count: int, system: Path = Path("/")) -> List[Path]:
     for number in range(count):
         root = where / str(number)
         if root.exists():
-            _remove(root)
+            labfiles.remove_tree(root)
         try:
             _fill(root, system)
         except BaseException:
-            _remove(root)  # half a root would pass for one: none, and the probe says so
+            labfiles.remove_tree(root)  # half a root would pass for one: none, and the probe says so
             raise
         made.append(root)
     return made
@@ -83,17 +84,8 @@ def _link_tree(source: Path, target: Path) -> None:
     """`source` as hard links at `target` (GNU cp keeps owners, modes and links); a copy if links fail."""
     linked = subprocess.run(["cp", "-a", "--link", str(source), str(target)], stderr=subprocess.PIPE)
     if linked.returncode != 0:
-        _remove(target)
+        labfiles.remove_tree(target)
         subprocess.run(["cp", "-a", str(source), str(target)], check=True)
-
-
-def _remove(path: Path) -> None:
-    for parent, folders, _files in os.walk(str(path)):
-        for name in folders:  # a runner may have removed write bits from folders it made
-            full = os.path.join(parent, name)
-            if not os.path.islink(full):
-                os.chmod(full, 0o755)
-    shutil.rmtree(str(path))
 
 
 class Roots:
@@ -133,14 +125,9 @@ class Roots:
 def empty(root: Path) -> None:
     """Leave `root` as made: no lab folders, nothing in its scratch folders."""
     for name in LAB_TOPS:
-        if (root / name).exists():
-            _remove(root / name)
+        labfiles.remove_tree(root / name)
     for name in SCRATCH:
-        for entry in (root / name).iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                _remove(entry)
-            else:
-                entry.unlink()
+        labfiles.empty_folder(root / name)
     (root / "root").mkdir(mode=0o711)  # /root of a learner's machine: passable, not listable
     os.chmod(str(root / "root"), 0o711)
     (root / "opt").mkdir(mode=0o755)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, List, Mapping, Optional, Sequence
 
-from conformance import roots
+from conformance import labfiles, roots
 from conformance.commands import FIXTURE_SETTINGS, SETTINGS
 from conformance.identity import RunnerUser, closed_ancestor, hand_over
 from conformance.libc import LIBC
@@ -260,23 +260,12 @@ def _fill(sub: Path, bin_dir: Path, runner_source: Path) -> None:
 def clear_shared_lab(keep: Path) -> None:
     """Empty the real lab folders for the next test, leaving only `keep` (the runner under test)."""
     for folder in LAB_PATHS:
-        if not folder.exists():
+        if not folder.is_dir():
             continue
         os.chmod(str(folder), 0o755)  # a runner may have made it read-only
         for entry in folder.iterdir():
-            if entry.resolve() == keep.resolve():
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                _make_writable(entry)
-                shutil.rmtree(str(entry))
-            else:
-                entry.unlink()
-
-
-def _make_writable(folder: Path) -> None:
-    # A runner under test may have removed write bits; root ignores them, others do not.
-    for path in [folder] + [p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()]:
-        os.chmod(str(path), 0o755)
+            if entry != keep:
+                labfiles.remove_tree(entry)
 
 
 def probe_namespace(hidden: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], str]":
@@ -400,7 +389,7 @@ class LabMaker:
             if lock is not None:
                 lock.__exit__()
                 lock.close()
-            remove_tree(root)
+            labfiles.remove_tree(root)  # whatever its runner left in it
 
 
 @contextlib.contextmanager
@@ -416,13 +405,13 @@ def _folder_in(system_root: Path) -> Iterator[Path]:
     try:
         os.symlink(str(real), str(seen))
     except BaseException:
-        remove_tree(real)
+        labfiles.remove_tree(real)
         raise
     try:
         yield seen
     finally:
         os.unlink(str(seen))
-        remove_tree(real)
+        labfiles.remove_tree(real)
 
 
 # A grading makes and removes a hundred labs, and its runners write in them: on a tmpfs that costs
@@ -465,7 +454,7 @@ def remove_labs_of(session: str) -> None:
     """Remove what a grading that was killed left of its labs: in /dev/shm they would take memory
     until the machine restarts."""
     for lab in labs_of(session):
-        remove_tree(lab)
+        labfiles.remove_tree(lab)
 
 
 def _room_in(folder: str) -> int:
@@ -479,10 +468,3 @@ def _room_in(folder: str) -> int:
     if stats.f_flag & os.ST_NOEXEC:
         return 0
     return stats.f_bavail * stats.f_frsize
-
-
-def remove_tree(root: Path) -> None:
-    for folder, dirs, _files in os.walk(str(root)):
-        for name in dirs:  # a runner may have removed write bits from folders it made
-            os.chmod(os.path.join(folder, name), 0o755)
-    shutil.rmtree(str(root), ignore_errors=True)

@@ -8,6 +8,7 @@ happened (a process never seen is None), and each check says what that means for
 from dataclasses import dataclass
 from typing import Optional
 
+from conformance import labfiles
 from conformance.commands import HANG, counted, py, sh
 from conformance.result import Result
 
@@ -144,7 +145,7 @@ def applied_twice(runner) -> AppliedTwice:
     def play() -> AppliedTwice:
         # Each Result kept apart at once: it shows the lab as its own call left it.
         first = runner.run("apply", "feature").kept_apart()
-        lock_file = (runner.lab.state / "lock").exists()
+        lock_file = labfiles.look(runner.lab.sub, "state/lock").exists
         lock_free = runner.lock_is_free()
         again = runner.run("apply", "feature").kept_apart()
         dry_run = runner.run("apply", "--dry-run", "feature").kept_apart()

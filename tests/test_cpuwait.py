@@ -82,7 +82,7 @@ def test_what_a_process_started_waits_counts_until_it_got_going():
 
 
 def _result(duration_s: float, cpu_wait_s: float) -> Result:
-    files = {"runs": b"", "applied": [], "markers": [], "marker_files": [], "work": {}}
+    files = {"runs": b"", "applied": [], "markers": [], "work": {}}
     return Result(
         ["run", "--", "true"], 0, None, duration_s, 0.0, 0.0, b"", b"", [], None, lab_files=files, cpu_wait_s=cpu_wait_s
     )  # type: ignore[arg-type]

@@ -8,9 +8,11 @@ process of the session running.
 
 import hashlib
 import os
+import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import conformance
-from conformance import identity
+from conformance import identity, sandbox
 from conformance.processes import SESSION_VAR, tagged
 from tests.grading import REFERENCE, grade
 
@@ -242,3 +244,70 @@ def test_the_grader_never_runs_the_runner_file_itself(tmp_path):
     graded = grade(tmp_path, runner, "--clause", "S1.3", "--clause", "S3.2", workers=2)
     assert not ran_inside.exists(), "the grader imported the runner under test, as root"
     assert graded.rc == 0, graded.explain()
+
+
+# ------------------------------------------------------------------ what a runner leaves in its lab
+# The grader reads, hands over and removes a lab as root: a runner that has read the suite leaves
+# links to what only root may read, FIFOs that block a reader, links to folders elsewhere and
+# trees too deep to recurse into. Measured before labfiles.py: the secret quoted in every failure
+# message, the folders' modes changed to 0755 by the removal, a hung grading for the FIFO.
+LEAVES_TRAPS = """import os
+sub = '/root/pyops/sub'
+def swap(name, make):
+    path = os.path.join(sub, name)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    try:
+        make(path)
+    except OSError:
+        pass
+swap('runs.jsonl', lambda path: os.symlink(%(secret)r, path))
+swap('applied.log', lambda path: os.mkfifo(path))
+swap('state/lock', lambda path: os.symlink(%(secret)r, path))
+swap('to-private', lambda path: os.symlink(%(private)r, path))
+swap('to-shared', lambda path: os.symlink(%(shared)r, path))
+swap('to-proc', lambda path: os.symlink('/proc/1', path))
+if not os.path.lexists(os.path.join(sub, 'deep')):
+    fd = os.open(sub, os.O_RDONLY)
+    os.mkdir('deep', dir_fd=fd)
+    for _ in range(3000):
+        child = os.open('deep' if _ == 0 else 'd', os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+        os.mkdir('d', dir_fd=fd)
+    os.close(fd)
+"""
+
+
+def test_links_fifos_and_deep_trees_in_a_lab_are_never_followed(tmp_path, monkeypatch):
+    session = "hostile-%s" % uuid.uuid4().hex[:8]
+    monkeypatch.setenv(SESSION_VAR, session)
+    private = tmp_path / "private"  # pytest's tmp_path: root's alone, as a secret on a grading host is
+    private.mkdir(mode=0o700)
+    secret = private / "secret"
+    secret.write_text("TOP-SECRET-OF-THE-HOST\n")
+    secret.chmod(0o600)
+    shared = Path(tempfile.mkdtemp(prefix="pyops-sticky-", dir="/tmp"))
+    shared.chmod(0o1777)
+    try:
+        before = {path: os.lstat(str(path)).st_mode for path in (private, secret, shared)}
+        runner = tmp_path / "runner.py"
+        traps = LEAVES_TRAPS % {"secret": str(secret), "private": str(private), "shared": str(shared)}
+        runner.write_text(traps + REFERENCE.read_text())
+        started = time.monotonic()
+        graded = grade(tmp_path, runner, workers=4)
+        took = time.monotonic() - started
+        assert {path: os.lstat(str(path)).st_mode for path in before} == before, "the grading changed modes outside"
+    finally:
+        shutil.rmtree(str(shared), ignore_errors=True)
+    assert graded.rc == 1, graded.explain()
+    assert graded.report["summary"]["errors"] == 0, graded.explain()
+    assert "TOP-SECRET" not in graded.stdout + graded.stderr + (tmp_path / "report.json").read_text()
+    failed = {t["clause"] for t in graded.failed()}
+    assert {"S7.1", "S5.1"} <= failed, graded.explain()
+    messages = "\n".join(t["message"] for t in graded.failed())
+    assert "runs.jsonl is a symbolic link, not read" in messages and "FIFO" in messages, graded.explain()
+    assert took <= DEFAULT_BOUND_S, "took %.0fs" % took
+    assert not sandbox.labs_of(session), "labs left: %s" % sandbox.labs_of(session)

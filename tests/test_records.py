@@ -143,7 +143,7 @@ def test_non_finite_floats_never_reach_a_check():
 
 def result_with_runs(tmp_path, data: bytes) -> Result:
     (tmp_path / "runs.jsonl").write_bytes(data)
-    lab = SimpleNamespace(runs_log=tmp_path / "runs.jsonl", applied_log=tmp_path / "applied.log", state=tmp_path)
+    lab = SimpleNamespace(sub=tmp_path, work=tmp_path / "work")  # the lab's files, read as a check reads them
     return Result(["run", "--", "true"], 0, None, 0.1, 0.0, 0.0, b"", b"", [], lab)  # type: ignore[arg-type]
 
 

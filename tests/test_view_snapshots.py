@@ -23,7 +23,7 @@ COUNTED = 'date +%s.%N >> "/lab/work/calls"; exit 1'
 
 def outcome(args, rc, duration_s, stdout=b"", stderr=b"", survivors=(), runs=b"", applied=(), markers=()):
     """A runner's outcome as the harness records it, with no lab behind it."""
-    files = {"runs": runs, "applied": list(applied), "markers": list(markers), "marker_files": list(markers)}
+    files = {"runs": runs, "applied": list(applied), "markers": list(markers)}
     return Result(
         args=list(args),
         rc=rc,

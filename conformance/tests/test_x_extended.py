@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import expect, timing
+from conformance import expect, labfiles, timing
 from conformance.commands import APPLY, HANG, calls, counted, py, sh
 
 clause = pytest.mark.clause
@@ -197,7 +197,7 @@ def test_x7_missing_state_folder_is_created(runner):
     result = runner.run("apply", "feature")
     expect.exit_code(result, 0, "X7")
     expect.that(
-        runner.lab.marker("feature").is_file(),
+        result.marked("feature"),
         "X7",
         expect.say("state/ made and the marker in it", "state/ が作られ、その中にマーカーができる"),
         expect.say("no marker", "マーカーがありませんでした"),
@@ -229,7 +229,7 @@ def test_x8_dry_run_does_not_create_state(runner):
     result = runner.run("apply", "--dry-run", "feature")
     expect.exit_code(result, 0, "X8")
     expect.that(
-        not runner.lab.state.exists(),
+        not labfiles.look(runner.lab.sub, "state").exists,
         "X8",
         expect.say("no state/ folder made by a dry run", "ドライランでは state/ フォルダーが作られない"),
         expect.say("state/ exists", "state/ が存在していました"),
@@ -238,7 +238,8 @@ def test_x8_dry_run_does_not_create_state(runner):
 
 
 def _tree(root):
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+    """Every path below `root` with its size and time (labfiles: no link followed, any depth)."""
+    return labfiles.tree(root)
 
 
 @clause("X9")
@@ -259,15 +260,18 @@ def test_x9_ts_has_a_utc_offset(runner):
 def test_x10_apply_sh_does_not_inherit_the_lock(runner):
     invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "2"}, expect_s=2)
     apply_sh = invocation.wait_for_descendant(["bash", APPLY], "S4.2")
-    lock_path = runner.lab.state / "lock"
-    if not lock_path.exists():
+    fd, found = labfiles.open_file(runner.lab.sub, "state/lock")  # the runner's: no link followed
+    if found.refused:
+        raise labfiles.LabFileRefused(found.name, found.refused, "S5.1", result=invocation.finish())
+    if fd is None:
         expect.fail(
             "S5.1",
             expect.say("state/lock while apply.sh runs", "apply.sh の実行中に state/lock がある"),
             expect.say("no state/lock", "state/lock がありませんでした"),
             invocation.finish(),
         )
-    lock = lock_path.stat()
+    lock = os.fstat(fd)
+    os.close(fd)
     holders = []
     for process in [apply_sh] + apply_sh.children(recursive=True):
         for fd in os.listdir("/proc/%d/fd" % process.pid):
@@ -356,7 +360,7 @@ def test_x14_a_name_with_other_letters_is_applied_or_refused(runner, name):
     expect.finished(result, "X14")
     if result.rc == 0:
         expect.that(
-            result.applied() == [name] and runner.lab.marker(name).is_file(),
+            result.applied() == [name] and result.marked(name),
             "X14",
             expect.say(
                 "applied: apply.sh called once with %r and state/%s.done made",
