@@ -217,9 +217,7 @@ class _atomic_output:
             os.unlink(self.handle.name)
             return
         try:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(self.handle.name, 0o666 & ~mask)
+            os.chmod(self.handle.name, 0o666 & ~report.umask())
             os.replace(self.handle.name, str(self.path))
         except OSError as error:
             os.unlink(self.handle.name)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import tempfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
@@ -216,12 +217,46 @@ def timing_of(tests: List[Dict], runner_calls: Sequence[Sequence[float]]) -> Dic
     }
 
 
+def as_json(report: Mapping) -> str:
+    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+
+
 def write_report(path: Path, report: Mapping) -> None:
-    write_atomically(path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, as_json(report))
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so a reader (or a crash) never sees half of it."""
-    temporary = path.with_name(".%s.tmp-%d" % (path.name, os.getpid()))
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(str(temporary), str(path))
+    """Write `text` to `path` so a reader (or a crash) never sees half of it.
+
+    The folder may be one others can write (/tmp): the temporary file gets an unpredictable name
+    and is made exclusively (mkstemp), so no link or file planted there beforehand is written
+    through; os.replace then puts it in place of whatever has the name, never following a link.
+    """
+    handle, temporary = tempfile.mkstemp(prefix=".%s." % path.name, suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, 0o666 & ~umask())  # as an ordinary file would be made (mkstemp makes 0600)
+        os.replace(temporary, str(path))
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def umask() -> int:
+    """The process's umask, read without setting it (os.umask sets it, for every thread, meanwhile)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

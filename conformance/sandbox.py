@@ -4,7 +4,8 @@ The runner under test hard-codes /root/pyops/sub and /opt/fixtures/pyops/bin, so
 its own version of those two folders. Two ways to give it one:
 
 * ``namespace``: each process the harness starts enters a private mount namespace in which the
-  test's own folders are bind-mounted onto the lab's paths. Tests run in parallel and the real
+  test's own folders are bind-mounted onto the lab's paths, and a network namespace with no
+  network at all. Tests run in parallel and the real
   folders are never touched. A lab path that does not exist on this machine is made inside the
   namespace only, on an overlay of its nearest existing parent, so the machine stays as it was.
 * ``chroot``: where no namespace can be made but chroot can (an unprivileged container with
@@ -57,6 +58,7 @@ SHARED = "shared"
 MODES = (NAMESPACE, CHROOT, SHARED)
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
@@ -115,7 +117,9 @@ class MountPlan:
     def enter(self, lab_root: Path, binds: List[tuple]) -> None:
         """In a child between fork and exec: make the lab's paths show the test's folders."""
         uid, gid = os.geteuid(), os.getegid()
-        flags = _CLONE_NEWNS | (_CLONE_NEWUSER if self.user_namespace else 0)
+        # A network of its own (only a loopback, down): a runner reaches no service of the
+        # machine's, such as a class's broker on 127.0.0.1, and no other machine.
+        flags = _CLONE_NEWNS | _CLONE_NEWNET | (_CLONE_NEWUSER if self.user_namespace else 0)
         _check(LIBC.unshare(flags), "unshare")
         if self.user_namespace:
             _write("/proc/self/setgroups", "deny")

@@ -7,12 +7,15 @@ process of the session running.
 """
 
 import hashlib
+import json
 import os
 import shutil
 import site
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -311,3 +314,78 @@ def test_links_fifos_and_deep_trees_in_a_lab_are_never_followed(tmp_path, monkey
     assert "runs.jsonl is a symbolic link, not read" in messages and "FIFO" in messages, graded.explain()
     assert took <= DEFAULT_BOUND_S, "took %.0fs" % took
     assert not sandbox.labs_of(session), "labs left: %s" % sandbox.labs_of(session)
+
+
+# A runner finds the report's path in the grader's argv, writes a forged report there, and makes a
+# folder at the grader's predictable temporary name so that the real one cannot be written.
+FORGES_THE_REPORT = """import json, os
+for pid in os.listdir('/proc'):
+    try:
+        argv = open('/proc/%s/cmdline' % pid, 'rb').read().split(b'\\0')
+    except OSError:
+        continue
+    if b'--json' not in argv:
+        continue
+    path = argv[len(argv) - 1 - argv[::-1].index(b'--json') + 1].decode()  # the last one counts
+    if not os.path.isabs(path):
+        continue
+    folder, name = os.path.split(path)
+    for grader in os.listdir('/proc'):
+        if grader.isdigit():
+            try:
+                os.mkdir(os.path.join(folder, '.%s.tmp-%s' % (name, grader)))
+            except OSError:
+                pass
+    try:
+        with open(path, 'w') as forged:
+            json.dump({'summary': {'passed': 162, 'failed': 0, 'errors': 0}, 'forged': True}, forged)
+    except OSError:
+        pass
+"""
+
+
+def test_a_runner_cannot_forge_or_block_the_report(tmp_path, drop_box):
+    runner = tmp_path / "runner.py"
+    runner.write_text(FORGES_THE_REPORT + "raise SystemExit(1)\n")
+    target = drop_box / "report.json"
+    grade(tmp_path, runner, "--clause", "S1.3", "--json", str(target), workers=2)
+    written = json.loads(target.read_text())
+    assert "forged" not in written and written["summary"]["failed"] > 0, written.get("summary")
+    assert os.stat(str(target)).st_uid == 0 and not os.path.islink(str(target))
+
+
+# Class grading's broker listens on loopback; in namespace mode a runner has no network at all.
+REACHES_LOOPBACK = """import socket
+try:
+    socket.create_connection(('127.0.0.1', %d), timeout=2).sendall(b'reached')
+except OSError:
+    pass
+"""
+
+
+def test_a_runner_reaches_no_service_of_the_machine(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    reached = []
+
+    def accept_all():
+        while listener.fileno() >= 0:
+            try:
+                reached.append(listener.accept()[0].recv(16))
+            except OSError:
+                if listener.fileno() < 0:
+                    return
+
+    thread = threading.Thread(target=accept_all, daemon=True)
+    thread.start()
+    runner = tmp_path / "runner.py"
+    runner.write_text(REACHES_LOOPBACK % listener.getsockname()[1] + REFERENCE.read_text())
+    try:
+        graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    finally:
+        listener.close()
+        thread.join(5)
+    assert graded.rc == 0 and graded.report["isolation"] == "namespace", graded.explain()
+    assert reached == [], "a runner connected to 127.0.0.1: %s" % reached

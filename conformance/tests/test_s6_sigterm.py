@@ -124,9 +124,17 @@ def test_s6_2_not_finished_before_the_command(runner):
         expect.say("it did not", "終えませんでした"),
         result,
     )
-    handler_done = result.work_file(on_term.name).strip()  # the runner's uid may have written anything there
+    written = result.work_file(on_term.name).strip()  # the runner's uid may have written anything there
     expect.that(
-        re.fullmatch(rb"[0-9]+(\.[0-9]+)?", handler_done) is not None and float(handler_done) <= ended,
+        re.fullmatch(rb"[0-9]+(\.[0-9]+)?", written) is not None,
+        "S6.2",
+        expect.say("the command's TERM handler wrote when it ended", "コマンドの TERM ハンドラーが終了時刻を書く"),
+        expect.say("%s holds %r", "%s の中身は %r でした") % (on_term.name, written[:40]),
+        result,
+    )
+    handler_done = float(written)
+    expect.that(
+        handler_done <= ended,
         "S6.2",
         expect.say("the runner exits after its command ends", "runner はコマンドが終わってから終了する"),
         expect.say("it exited %.2fs before its command", "コマンドより %.2f 秒早く終了しました")

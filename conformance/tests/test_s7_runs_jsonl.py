@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conformance import expect, timing
+from conformance import expect, labfiles, timing
 from conformance.commands import FLAKY, exits, sh
 from conformance.records import KEYS
 from conformance.scenarios import hang_retried, timed_out, within_timeout
@@ -61,7 +61,7 @@ def test_s7_1_one_line_per_attempt(runner, retries, command, lines):
 @clause("S7.1")
 def test_s7_1_appends_to_an_existing_file(runner):
     earlier = b'{"ts": "2020-01-01T00:00:00+00:00", "cmd": ["earlier"], "attempt": 1, "rc": 0, "duration_ms": 1}\n'
-    runner.lab.runs_log.write_bytes(earlier)
+    labfiles.write(runner.lab.sub, "runs.jsonl", earlier)
     result = runner.run("run", "--", "true")
     expect.finished(result, "S7.1")
     data = result.runs_bytes()
