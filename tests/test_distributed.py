@@ -17,12 +17,14 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import psutil
 import pytest
 
+from conformance import config
 from conformance.classroom import distributed, grading, signing
 from tests.grading import REFERENCE, class_command, class_rows
 from tests.test_class import write
@@ -229,6 +231,51 @@ def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url,
     assert alice["status"] == "graded" and alice["score"] == "0", (alice, output)
     assert FORGED not in (tmp_path / "out" / "grades.csv").read_text()
     assert "2 result(s) refused" in output
+
+
+@pytest.mark.slow(40)
+def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_allowlist(
+    tmp_path, redis_url, environment
+):
+    # The "interpreter" leaves a file wherever it runs, whoever runs it: the proof it ran.
+    shared = Path(environment["TMPDIR"])
+    evidence = shared / "evidence"
+    evidence.mkdir()
+    evidence.chmod(0o777)
+    interpreter = shared / "interpreter"
+    interpreter.write_text('#!/bin/sh\ntouch %s/ran-$(id -u)\nexec python3 "$@"\n' % evidence)
+    interpreter.chmod(0o755)
+    settings = {
+        "config_text": config.DEFAULT_FILE.read_text(),
+        "python": str(interpreter),
+        "lang": "en",
+        "workers": 1,
+        "timeout_s": 60,
+    }
+    runner = base64.b64encode(QUICK.encode()).decode()
+    log = tmp_path / "worker.log"
+    worker = start_worker(environment, log)
+    try:
+        wait_ready(worker, log)
+        app = attacker(redis_url)
+        unsigned = app.send_task(distributed.TASK, args=[runner, settings]).id  # the tasks of the version before
+        task_id = str(uuid.uuid4())
+        task = {"id": task_id, "batch": "a class", "runner": runner, "settings": settings}
+        wrong_key = signing.seal(secrets.token_hex(32).encode(), signing.TASK, task)
+        signed_wrongly = app.send_task(distributed.TASK, args=[wrong_key], task_id=task_id).id
+        # The class key, and an interpreter this worker was not started with: a class sent with
+        # it. One grading at a time, in the order sent: by its end, the two above are done with.
+        subs = tmp_path / "subs"
+        write(subs / "alice" / "runner.py", QUICK)
+        client = start_class(subs, tmp_path / "out", environment, "--timeout", "60", "--python", str(interpreter))
+        output, _ = client.communicate(timeout=120)
+    finally:
+        stop(worker)
+    alice = class_rows(tmp_path / "out")["alice"]
+    assert alice["status"] == "error" and "--python %s is not allowed here" % interpreter in alice["message"], output
+    worked = log.read_text()
+    assert "refused task %s" % unsigned in worked and "refused task %s" % signed_wrongly in worked, worked
+    assert sorted(evidence.iterdir()) == []
 
 
 @pytest.mark.slow(40)

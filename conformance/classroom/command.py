@@ -3,7 +3,7 @@
     pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force]
                             [--broker [URL] | --broker-file FILE] [--key-file FILE]
                             [--python EXE] [--lang en|ja] [--timeout SECONDS] [-n WORKERS]
-    pyops-conformance worker [--broker [URL] | --broker-file FILE] [--key-file FILE] [-j N]
+    pyops-conformance worker [--broker [URL] | --broker-file FILE] [--key-file FILE] [--python EXE]... [-j N]
 
 The broker's URL and the class key come from $PYOPS_BROKER_URL and $PYOPS_BROKER_KEY or from files
 only their owner reads (credentials.py), never from a command line.
@@ -210,6 +210,14 @@ def worker_parser() -> argparse.ArgumentParser:
         parser, "the Redis broker's URL, if it holds no password (default, and alone: $%s)" % credentials.URL_VAR
     )
     parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="EXE",
+        help="an interpreter a class may ask for with its own --python (again for more; default: none but the "
+        "suite's base python3)",
+    )
+    parser.add_argument(
         "-j", "--jobs", type=int, default=default_parallel(), help="submissions graded at once (default: 2 per CPU)"
     )
     return parser
@@ -220,10 +228,13 @@ def main_worker(argv: Sequence[str]) -> int:
         options = worker_parser().parse_args(list(argv))
         if options.jobs < 1:
             raise UsageError("-j needs 1 or more")
+        missing = [python for python in options.python if not shutil.which(python)]
+        if missing:
+            raise UsageError("python interpreter not found: %s" % missing[0])
         url, key = _broker(options)
     except UsageError as error:
         print("pyops-conformance worker: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
     from conformance.classroom import distributed
 
-    return distributed.work(url, key, options.jobs)
+    return distributed.work(url, key, options.python, options.jobs)

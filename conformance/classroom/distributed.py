@@ -17,7 +17,8 @@ Anyone who can reach the broker can write into it, so nothing read from it is tr
   A worker pushes its signed result onto a list of the class's own; the sender pops each as it
   comes, so a result is gone from Redis once read;
 - a worker grades only for a class still open (its sender waits for it): a task copied and sent
-  again later is dropped, and so is what is left in the queue of a class stopped with Ctrl-C.
+  again later is dropped, and so is what is left in the queue of a class stopped with Ctrl-C;
+- a worker runs no interpreter and no setting its own configuration does not allow (_allowed).
 
 Celery and its Redis client are an extra: pip install 'pyops-lab[distributed]'.
 """
@@ -28,10 +29,11 @@ import math
 import os
 import sys
 import uuid
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from conformance.classroom import grading, signing
 from conformance.classroom.queue import Done, Job, Settings
+from conformance.clauses import LANGUAGES
 from conformance.cli import EXIT_ERROR
 
 TASK = "pyops_conformance.grade"
@@ -132,10 +134,11 @@ def _outcome(outcome: Any) -> Dict:
 
 
 def _not_graded(message: str) -> Dict:
+    # A grading that never ran is no fault of the submission: error, graded again on the next run.
     return dict(status=grading.ERROR, message=message, report=None, seconds=0, suite=grading.suite_fingerprint())
 
 
-def work(broker: str, key: bytes, parallel: int) -> int:
+def work(broker: str, key: bytes, pythons: Sequence[str], parallel: int) -> int:
     """Run a worker on this machine: `parallel` gradings at a time, each in private labs."""
     from conformance.sandbox import probe_namespace
 
@@ -155,7 +158,7 @@ def work(broker: str, key: bytes, parallel: int) -> int:
     @app.task(name=TASK, bind=True)
     def grade(task: Any, *args: Any, **kwargs: Any) -> None:
         # Any arguments at all: a task of another shape is refused as one that does not verify.
-        _grade(task.request.id, args[0] if len(args) == 1 and not kwargs else None, key, client, logger)
+        _grade(task.request.id, args[0] if len(args) == 1 and not kwargs else None, key, pythons, client, logger)
 
     # Threads: each grading is a process of its own already (grading.py); a thread waits for it.
     # No broker URL in this argv: Celery shows its argv in the process title.
@@ -175,7 +178,7 @@ def work(broker: str, key: bytes, parallel: int) -> int:
     return 0
 
 
-def _grade(task_id: str, sealed: Any, key: bytes, client: Any, logger: Any) -> None:
+def _grade(task_id: str, sealed: Any, key: bytes, pythons: Sequence[str], client: Any, logger: Any) -> None:
     task = signing.unseal(key, signing.TASK, sealed)
     if task is None or task.get("id") != task_id or not isinstance(task.get("batch"), str):
         logger.warning("refused task %s: not signed with the class key", task_id)
@@ -185,9 +188,15 @@ def _grade(task_id: str, sealed: Any, key: bytes, client: Any, logger: Any) -> N
         logger.warning("dropped task %s: its class is no longer waiting for it", task_id)
         return
     try:
-        outcome = Settings(**task["settings"]).grade(base64.b64decode(task["runner"]))
-    except Exception as error:  # the worker's own failure: the sender hears of it
-        outcome = _not_graded("the worker failed: %s" % error)
+        runner, settings = _allowed(task, pythons)
+    except Refused as refusal:
+        logger.warning("refused task %s: %s", task_id, refusal)
+        outcome = _not_graded("this worker does not grade it: %s" % refusal)
+    else:
+        try:
+            outcome = settings.grade(runner)
+        except Exception as error:  # the worker's own failure: the sender hears of it, not a timeout
+            outcome = _not_graded("the worker failed: %s" % error)
     result = {"id": task_id, "batch": batch, "outcome": dict(outcome, worker=os.uname().nodename)}
     results = KEYS % (batch, "results")
     pipeline = client.pipeline()
@@ -195,3 +204,39 @@ def _grade(task_id: str, sealed: Any, key: bytes, client: Any, logger: Any) -> N
     # Unread this long, a result has no reader left.
     pipeline.expire(results, math.ceil(2 * visibility_timeout()))
     pipeline.execute()
+
+
+class Refused(Exception):
+    """A signed task asks for what this worker's own configuration does not allow."""
+
+
+def _allowed(task: Dict, pythons: Sequence[str]) -> Tuple[bytes, Settings]:
+    """The runner and settings of `task`, if this worker may grade with them.
+
+    The key holders are trusted to send runners, not to choose what runs as root here: the
+    interpreter must be one this worker was started with (--python), or the default.
+    """
+    fields = task.get("settings")
+    names = [field.name for field in dataclasses.fields(Settings)]
+    if not isinstance(fields, dict) or sorted(fields) != sorted(names):
+        raise Refused("its settings are not a class's settings")
+    python: Optional[str] = fields["python"]
+    if python is not None and python not in pythons:
+        raise Refused("--python %.200s is not allowed here (start the worker with --python %.200s)" % (python, python))
+    timeout_s, workers, longest = fields["timeout_s"], fields["workers"], visibility_timeout()
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < longest:
+        raise Refused("--timeout %.50r: more than 0 and less than this worker's %g s" % (timeout_s, longest))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise Refused("-n %.50r: 0 or more" % (workers,))
+    if fields["lang"] not in LANGUAGES:
+        raise Refused("--lang %.50r: one of %s" % (fields["lang"], ", ".join(LANGUAGES)))
+    # The configuration names no path and no program (config.py); the suite checks it as ever.
+    if not isinstance(fields["config_text"], str):
+        raise Refused("its configuration is not text")
+    try:
+        runner = base64.b64decode(task.get("runner"), validate=True)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise Refused("its runner is not base64") from None
+    # More checks at once than two per core only slow a grading down, and fork without bound.
+    workers = min(workers, 2 * (os.cpu_count() or 1))
+    return runner, Settings(fields["config_text"], python, fields["lang"], workers, float(timeout_s))
