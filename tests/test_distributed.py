@@ -211,7 +211,7 @@ def forge(redis_url, task_id, args) -> None:
 def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url, environment):
     subs = tmp_path / "subs"
     write(subs / "alice" / "runner.py", QUICK)
-    client = start_class(subs, tmp_path / "out", environment, "--timeout", "60")
+    client = start_class(subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S))
     worker = None
     try:
         deadline = time.monotonic() + 30
@@ -221,7 +221,7 @@ def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url,
         ((task_id, args),) = queued(redis_url)
         forge(redis_url, task_id, args)  # before any worker has started: the forgeries come first
         worker = start_worker(environment, tmp_path / "worker.log")
-        output, _ = client.communicate(timeout=120)
+        output, _ = client.communicate(timeout=2 * GRADING_TIMEOUT_S)
     finally:
         client.kill()
         if worker is not None:
@@ -250,7 +250,7 @@ def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_al
         "python": str(interpreter),
         "lang": "en",
         "workers": 1,
-        "timeout_s": 60,
+        "timeout_s": GRADING_TIMEOUT_S,
     }
     runner = base64.b64encode(QUICK.encode()).decode()
     log = tmp_path / "worker.log"
@@ -267,8 +267,10 @@ def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_al
         # it. One grading at a time, in the order sent: by its end, the two above are done with.
         subs = tmp_path / "subs"
         write(subs / "alice" / "runner.py", QUICK)
-        client = start_class(subs, tmp_path / "out", environment, "--timeout", "60", "--python", str(interpreter))
-        output, _ = client.communicate(timeout=120)
+        client = start_class(
+            subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S), "--python", str(interpreter)
+        )
+        output, _ = client.communicate(timeout=2 * GRADING_TIMEOUT_S)
     finally:
         stop(worker)
     alice = class_rows(tmp_path / "out")["alice"]
@@ -288,9 +290,9 @@ def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, re
     worker = start_worker(environment, log)
     try:
         wait_ready(worker, log)
-        client = start_class(subs, tmp_path / "out", environment, "--timeout", "60")
-        seen, scans = [], 0
-        while client.poll() is None:  # every process on the machine, for as long as the class runs
+        client = start_class(subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S))
+        seen, scans, deadline = [], 0, time.monotonic() + 3 * GRADING_TIMEOUT_S
+        while client.poll() is None and time.monotonic() < deadline:  # every process, while the class runs
             for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
                 try:
                     line = cmdline.read_bytes()
@@ -299,6 +301,7 @@ def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, re
                 seen += ["%s: %r" % (cmdline, line) for value in secret if value in line]
             scans += 1
             time.sleep(0.2)
+        client.kill()  # if it has not ended by the deadline: a failure below
         output, _ = client.communicate(timeout=60)
     finally:
         stop(worker)
