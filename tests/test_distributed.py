@@ -280,6 +280,22 @@ def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_al
     assert sorted(evidence.iterdir()) == []
 
 
+@pytest.mark.slow(20)
+def test_a_remote_control_shutdown_does_not_stop_a_worker(tmp_path, redis_url, environment):
+    log = tmp_path / "worker.log"
+    worker = start_worker(environment, log)
+    try:
+        wait_ready(worker, log)
+        app = attacker(redis_url)
+        app.control.broadcast("shutdown")
+        app.control.shutdown()
+        assert app.control.ping(timeout=2) == []  # nothing answers remote control
+        with pytest.raises(subprocess.TimeoutExpired):
+            worker.wait(timeout=5)
+    finally:
+        stop(worker)
+
+
 @pytest.mark.slow(40)
 def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, redis_url, environment):
     secret = [urlsplit(redis_url).password.encode(), environment["PYOPS_BROKER_KEY"].encode()]

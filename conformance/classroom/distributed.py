@@ -18,7 +18,8 @@ Anyone who can reach the broker can write into it, so nothing read from it is tr
   comes, so a result is gone from Redis once read;
 - a worker grades only for a class still open (its sender waits for it): a task copied and sent
   again later is dropped, and so is what is left in the queue of a class stopped with Ctrl-C;
-- a worker runs no interpreter and no setting its own configuration does not allow (_allowed).
+- a worker runs no interpreter and no setting its own configuration does not allow (_allowed);
+- remote control is off: no broadcast through the broker (shutdown, revoke...) reaches a worker.
 
 Celery and its Redis client are an extra: pip install 'pyops-lab[distributed]'.
 """
@@ -58,6 +59,7 @@ def make_app(broker: str) -> Any:
         task_serializer="json",
         accept_content=["json"],
         task_ignore_result=True,  # results go back signed, on a list of the class's own (above)
+        worker_enable_remote_control=False,
         broker_transport_options={"visibility_timeout": visibility_timeout()},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
