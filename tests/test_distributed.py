@@ -324,3 +324,26 @@ def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, re
     assert client.returncode == 0, output
     assert scans > 10 and seen == []
     assert not any(value.decode() in output + log.read_text() for value in secret)
+
+
+@pytest.mark.slow(60)
+def test_a_class_no_worker_answers_ends_within_its_bound(tmp_path, redis_url, environment, monkeypatch):
+    visibility_s, timeout_s = 3, 1
+    monkeypatch.setenv("PYOPS_CELERY_VISIBILITY_S", str(visibility_s))
+    bound = distributed.patience_s(timeout_s)
+    subs = tmp_path / "subs"
+    for student in ("alice", "bob"):
+        write(subs / student / "runner.py", QUICK)
+    started = time.monotonic()
+    done = subprocess.run(
+        class_command(str(subs), "--out", str(tmp_path / "out"), "--broker", "--timeout", str(timeout_s)),
+        capture_output=True,
+        text=True,
+        timeout=bound + 60,
+        env=dict(environment, PYOPS_CELERY_VISIBILITY_S=str(visibility_s)),
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert bound <= took < bound + 20
+    for row in class_rows(tmp_path / "out").values():
+        assert row["status"] == "error" and row["message"].startswith("no worker answered"), row

@@ -8,6 +8,8 @@ A task is acknowledged only once graded (acks_late), so a worker that dies mid-g
 submission in the queue; with Redis it is handed to another worker when the visibility timeout
 runs out. That timeout must outlast the longest grading, or a slow grading would be started a
 second time: it is the grading timeout plus a margin (PYOPS_CELERY_VISIBILITY_S overrides it).
+The sender waits no longer than patience_s() for the next result: what is unanswered by then is
+recorded as error (not graded: the next run grades it), and the class ends.
 
 Anyone who can reach the broker can write into it, so nothing read from it is trusted as such:
 - tasks and results are signed with the class key (signing.py); a worker drops a task that does
@@ -29,6 +31,7 @@ import dataclasses
 import math
 import os
 import sys
+import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -39,11 +42,30 @@ from conformance.cli import EXIT_ERROR
 
 TASK = "pyops_conformance.grade"
 VISIBILITY_MARGIN_S = 60
+# How often a worker looks for submissions a dead worker left (kombu's own default is every 100 s).
+RESTORE_EVERY_S = 10
+# Above the grading timeout, its grace and the visibility timeout: the restore sweep and the polls.
+WAIT_MARGIN_S = 30
 KEYS = "pyops-conformance:%s:%s"  # a class's keys in Redis: its "open" mark and its results
+UNANSWERED = (
+    "no worker answered: no result came for %d s (are workers running, with the class key?); "
+    "run the same command again to grade it"
+)
 
 
 def visibility_timeout() -> float:
     return float(os.environ.get("PYOPS_CELERY_VISIBILITY_S", grading.DEFAULT_TIMEOUT_S + VISIBILITY_MARGIN_S))
+
+
+def patience_s(timeout_s: float) -> float:
+    """How long the sender waits for the next result before it gives up on the rest.
+
+    A worker grading for the class sends a result at least once per grading timeout (plus the
+    grace of a stopped grading); a submission a dead worker held is handed out again within the
+    visibility timeout and a restore sweep. So if nothing came for all of that together, no worker
+    is grading for this class (none is running, or none has its key), however large the class.
+    """
+    return visibility_timeout() + timeout_s + grading.STOP_GRACE_S + WAIT_MARGIN_S
 
 
 def make_app(broker: str) -> Any:
@@ -60,7 +82,11 @@ def make_app(broker: str) -> Any:
         accept_content=["json"],
         task_ignore_result=True,  # results go back signed, on a list of the class's own (above)
         worker_enable_remote_control=False,
-        broker_transport_options={"visibility_timeout": visibility_timeout()},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout(),
+            "unacked_restore_interval": RESTORE_EVERY_S,
+            "unacked_restore_throttle": 1,
+        },
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
@@ -93,7 +119,9 @@ def queue(broker: str, key: bytes, settings: Settings):  # type: ignore[no-untyp
     def run(jobs: List[Job], settings: Settings, done: Done) -> None:
         batch = uuid.uuid4().hex
         opened, results = KEYS % (batch, "open"), KEYS % (batch, "results")
-        client.set(opened, "1")  # open while this sender waits
+        patience = patience_s(settings.timeout_s)
+        # Open while this sender waits (each result keeps it open): the mark outlives no wait.
+        client.set(opened, "1", ex=math.ceil(patience))
         sent: Dict[str, Job] = {}
         refused = 0
         try:
@@ -107,7 +135,9 @@ def queue(broker: str, key: bytes, settings: Settings):  # type: ignore[no-untyp
                 }
                 app.send_task(TASK, args=[signing.seal(key, signing.TASK, task)], task_id=task_id)
                 sent[task_id] = job
-            while sent:
+            client.expire(opened, math.ceil(patience))
+            heard = time.monotonic()
+            while sent and time.monotonic() - heard < patience:
                 popped = client.blpop([results], timeout=1)
                 if popped is None:
                     continue
@@ -116,6 +146,10 @@ def queue(broker: str, key: bytes, settings: Settings):  # type: ignore[no-untyp
                     refused += 1
                 elif result.get("id") in sent:  # else a second grading of one stored already
                     done(sent.pop(result["id"]), _outcome(result.get("outcome")))
+                    heard = time.monotonic()
+                    client.expire(opened, math.ceil(patience))
+            for job in sent.values():
+                done(job, _not_graded(UNANSWERED % patience))
         finally:
             # Whatever is still queued is dropped by the workers; what is running finishes unread.
             client.delete(opened, results)
@@ -203,8 +237,8 @@ def _grade(task_id: str, sealed: Any, key: bytes, pythons: Sequence[str], client
     results = KEYS % (batch, "results")
     pipeline = client.pipeline()
     pipeline.rpush(results, signing.seal(key, signing.RESULT, result))
-    # Unread this long, a result has no reader left.
-    pipeline.expire(results, math.ceil(2 * visibility_timeout()))
+    # Unread this long, a result has no reader left: no sender waits longer.
+    pipeline.expire(results, math.ceil(patience_s(visibility_timeout())))
     pipeline.execute()
 
 
