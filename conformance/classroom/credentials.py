@@ -71,9 +71,9 @@ def read_secret(path: str, option: str) -> str:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # NONBLOCK: a FIFO is refused, not waited on
     except OSError as error:
         raise UsageError("%s %s: cannot read it: %s" % (option, path, error.strerror)) from None
-    with os.fdopen(descriptor, "rb") as handle:
+    try:
         # Checked on the file opened, not on the path: it cannot be swapped in between.
-        info = os.fstat(handle.fileno())
+        info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise UsageError("%s %s: not a regular file" % (option, path))
         if info.st_uid != os.geteuid():
@@ -86,7 +86,9 @@ def read_secret(path: str, option: str) -> str:
                 "%s %s may be read or changed by others (mode %04o): chmod 600 %s"
                 % (option, path, stat.S_IMODE(info.st_mode), path)
             )
-        text = handle.read(SECRET_MAX_BYTES + 1)
+        text = os.read(descriptor, SECRET_MAX_BYTES + 1)
+    finally:
+        os.close(descriptor)
     if len(text) > SECRET_MAX_BYTES:
         raise UsageError("%s %s: more than %d bytes, not one URL or key" % (option, path, SECRET_MAX_BYTES))
     try:
