@@ -6,7 +6,7 @@ import os
 import pytest
 
 from conformance.classroom import credentials, signing
-from conformance.classroom.command import main_worker
+from conformance.classroom.command import main_class, main_worker
 from conformance.cli import UsageError
 
 KEY = b"k" * 32
@@ -20,11 +20,18 @@ def test_a_url_with_a_password_on_the_command_line_is_refused(url):
         credentials.broker_url(url, None)
 
 
-def test_a_worker_refuses_it_in_one_line(capsys, monkeypatch):
+def test_the_class_and_the_worker_refuse_it_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(credentials.URL_VAR, raising=False)
-    assert main_worker(["--broker", "redis://:secret@host:6379/0"]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "PYOPS_BROKER_URL" in error and "--broker-file" in error
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "alice.py").write_text("print('hi')\n")
+    url = "redis://:secret@host:6379/0"
+    assert main_class([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--broker", url]) == 2
+    assert main_worker(["--broker", url]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2  # one line each
+    for error in errors:
+        assert "holds a password" in error and "PYOPS_BROKER_URL" in error and "--broker-file" in error
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_url_and_the_key_are_taken_out_of_the_environment(monkeypatch):
