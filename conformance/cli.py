@@ -1,7 +1,7 @@
 """pyops-conformance: grade a runner.py against the lab, clause by clause.
 
     pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
-    pyops-conformance worker --broker URL               grade a class's submissions sent by Celery
+    pyops-conformance worker ...                        grade a class's submissions sent by Celery
     pyops-conformance roots make [--count N]            system roots for chroot isolation (an image's build)
 
     pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]

@@ -1,8 +1,12 @@
 """`pyops-conformance class` (grade a folder of submissions) and `pyops-conformance worker`.
 
-    pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force] [--broker URL]
+    pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force]
+                            [--broker [URL] | --broker-file FILE] [--key-file FILE]
                             [--python EXE] [--lang en|ja] [--timeout SECONDS] [-n WORKERS]
-    pyops-conformance worker --broker URL [-j N]
+    pyops-conformance worker [--broker [URL] | --broker-file FILE] [--key-file FILE] [--python EXE]... [-j N]
+
+The broker's URL and the class key come from $PYOPS_BROKER_URL and $PYOPS_BROKER_KEY or from files
+only their owner reads (credentials.py), never from a command line.
 
 Exit status of `class`: 0 every submission was graded (whatever its score), 1 some could not be
 (error or timeout: see grades.csv), 2 a usage error, 130 stopped by Ctrl-C, kill or a closed
@@ -15,10 +19,10 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 from conformance import config, view
-from conformance.classroom import grading
+from conformance.classroom import credentials, grading
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings, run_local
 from conformance.classroom.store import NotAClassFolder, Store
@@ -65,8 +69,10 @@ def class_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--force", action="store_true", help="grade again even what is unchanged since its last grading"
     )
-    parser.add_argument(
-        "--broker", metavar="URL", help="a Celery broker (redis://HOST:PORT/N): workers on other machines grade"
+    _broker_arguments(
+        parser,
+        "grade on Celery workers: alone, the Redis broker's URL is read from $%s; a URL given here must hold "
+        "no password" % credentials.URL_VAR,
     )
     parser.add_argument("--python", help="interpreter that runs the runners (default: the suite's base python3)")
     parser.add_argument(
@@ -85,7 +91,7 @@ def class_parser() -> argparse.ArgumentParser:
 def main_class(argv: Sequence[str]) -> int:
     try:
         options = class_parser().parse_args(list(argv))
-        settings, store, submissions, parallel = _prepare(options)
+        settings, store, submissions, parallel, broker = _prepare(options)
     except (UsageError, NotASubmissionsFolder, NotAClassFolder) as error:
         print("pyops-conformance class: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
@@ -95,14 +101,14 @@ def main_class(argv: Sequence[str]) -> int:
     jobs = batch.plan(options.force)
     print(
         "%d submission(s) in %s: %d to grade, %s; results in %s"
-        % (len(submissions), options.submissions, len(jobs), _where(options, parallel), options.out),
+        % (len(submissions), options.submissions, len(jobs), _where(broker, parallel), options.out),
         flush=True,
     )
     progress = Progress(len(jobs), batch.kept)
-    if options.broker:
+    if broker:
         from conformance.classroom import distributed
 
-        queue = distributed.queue(options.broker, settings)
+        queue = distributed.queue(broker[0], broker[1], settings)
     else:
 
         def queue(jobs, settings, done):  # type: ignore[no-untyped-def]
@@ -143,6 +149,11 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError("-n needs 0 or more")
     if options.timeout <= 0:
         raise UsageError("--timeout needs a positive number of seconds")
+    broker = None
+    if options.broker is not None or options.broker_file is not None:
+        broker = _broker(options)
+    elif options.key_file:
+        raise UsageError("--key-file goes with --broker or --broker-file")
     config_path = Path(options.config) if options.config else config.DEFAULT_FILE
     try:
         lab = config.load(config_path)
@@ -157,7 +168,7 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
             "%s holds no submission (one folder with a runner.py, or one STUDENT.py, per student)" % options.submissions
         )
     parallel = options.jobs or default_parallel()
-    if not options.broker and parallel > 1:
+    if not broker and parallel > 1:
         from conformance.sandbox import probe_namespace
 
         plan, why_not = probe_namespace()
@@ -169,18 +180,43 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
     store.open()
     lang = view.language(options.lang or lab.lang)
     settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
-    return settings, store, submissions, parallel
+    return settings, store, submissions, parallel, broker
 
 
-def _where(options: argparse.Namespace, parallel: int) -> str:
-    if options.broker:
-        return "on the workers of %s" % options.broker
+def _where(broker: Optional[Tuple[str, bytes]], parallel: int) -> str:
+    if broker:
+        return "on the workers of %s" % credentials.shown(broker[0])
     return "%d at a time" % parallel
+
+
+def _broker_arguments(parser: argparse.ArgumentParser, broker_help: str) -> None:
+    parser.add_argument("--broker", nargs="?", const=credentials.FROM_ENV, metavar="URL", help=broker_help)
+    parser.add_argument("--broker-file", metavar="FILE", help="the broker's URL, from a file only you can read")
+    parser.add_argument(
+        "--key-file",
+        metavar="FILE",
+        help="the class key (default: $%s), from a file only you can read: the same on the sender and every "
+        "worker, it signs tasks and results" % credentials.KEY_VAR,
+    )
+
+
+def _broker(options: argparse.Namespace) -> Tuple[str, bytes]:
+    return credentials.broker_url(options.broker, options.broker_file), credentials.broker_key(options.key_file)
 
 
 def worker_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pyops-conformance worker", description="Grade submissions sent by `class --broker`.")
-    parser.add_argument("--broker", required=True, metavar="URL", help="the Celery broker (redis://HOST:PORT/N)")
+    _broker_arguments(
+        parser, "the Redis broker's URL, if it holds no password (default, and alone: $%s)" % credentials.URL_VAR
+    )
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="EXE",
+        help="an interpreter a class may ask for with its own --python (again for more; default: none but the "
+        "suite's base python3)",
+    )
     parser.add_argument(
         "-j", "--jobs", type=int, default=default_parallel(), help="submissions graded at once (default: 2 per CPU)"
     )
@@ -192,9 +228,13 @@ def main_worker(argv: Sequence[str]) -> int:
         options = worker_parser().parse_args(list(argv))
         if options.jobs < 1:
             raise UsageError("-j needs 1 or more")
+        missing = [python for python in options.python if not shutil.which(python)]
+        if missing:
+            raise UsageError("python interpreter not found: %s" % missing[0])
+        url, key = _broker(options)
     except UsageError as error:
         print("pyops-conformance worker: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
     from conformance.classroom import distributed
 
-    return distributed.work(options.broker, options.jobs)
+    return distributed.work(url, key, options.python, options.jobs)
