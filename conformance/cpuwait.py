@@ -6,6 +6,11 @@ too: a throttled thread waits). A runner that missed a timing bound by less than
 a CPU may be right: the machine, not the runner, made it late. Such a check is played again
 (see expect.Unsettled), never failed on that measurement; a bound missed by more than the wait
 is the runner's own doing, however busy the machine.
+
+A runner can also make the machine busy itself (threads or processes that keep the CPUs turning
+while its command runs) and so manufacture the wait that would excuse it. So the wait excuses
+only a runner that kept the CPU no busier than a runner that waits for its command does
+(SELF_BUSY_S and SELF_BUSY_SHARE of the time): one that used more is judged by the bounds alone.
 """
 
 import os
@@ -15,6 +20,9 @@ from conformance import procfs
 
 # How long a process under a runner runs before its CPU wait no longer counts (see CpuWait.sample).
 STARTING_NS = 50_000_000
+# CPU time a runner and its commands may use and still be excused by their CPU wait: a runner that
+# waits for its command uses some 15 ms to start and little after; a megabyte relayed, tens of ms.
+SELF_BUSY_S, SELF_BUSY_SHARE = 0.5, 0.2
 
 
 def _schedstat(path: str) -> Tuple[int, int]:
@@ -40,6 +48,7 @@ class CpuWait:
 
     def __init__(self) -> None:
         self._waited: Dict[Tuple[int, int], int] = {}
+        self._ran: Dict[Tuple[int, int], int] = {}  # each thread's time on a CPU, the largest seen
         self._also_ns = 0
 
     def sample(self, pid: int, below: bool = False) -> None:
@@ -65,6 +74,7 @@ class CpuWait:
                 except (OSError, IndexError, ValueError):
                     continue
                 key = (current, int(tid))
+                self._ran[key] = max(ran, self._ran.get(key, 0))
                 # The largest count seen: a pid taken over by a new process starts again from 0.
                 if waited > self._waited.get(key, 0) and (limit is None or ran < limit):
                     self._waited[key] = waited
@@ -78,6 +88,16 @@ class CpuWait:
     @property
     def seconds(self) -> float:
         return (sum(self._waited.values()) + self._also_ns) / 1e9
+
+    @property
+    def busy_s(self) -> float:
+        """Seconds the sampled processes ran on a CPU (what ended between samples is partly missed)."""
+        return sum(self._ran.values()) / 1e9
+
+    def excuse_s(self, elapsed_s: float) -> float:
+        """The wait that may excuse lateness over `elapsed_s`: none for a runner that kept the CPUs
+        busy itself (see the module's docstring)."""
+        return self.seconds if self.busy_s <= SELF_BUSY_S + SELF_BUSY_SHARE * elapsed_s else 0.0
 
 
 def own_thread_waited() -> float:

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import os
 import pwd
+import resource
 import signal
 import sys
 import time
@@ -38,7 +39,11 @@ from conformance.machine import MACHINE_DIR
 # containers' processes, so a host sweep would kill a container's runner of the same uid (and a
 # host runner's kill(-1) would reach it). The grading image sets its own (PYOPS_RUNNER_UIDS).
 DEFAULT_UID_BASE = 1_900_000_000
-UID_COUNT = 4096
+# Wide, and tried from a random place: two lease tables that see each other's processes (the host
+# and a container with the suite installed, both with the default range) rarely try the same uid,
+# and a uid with a process of another table's runner is never leased (leased_user). Below the
+# 100000 between the image's and Gradescope's own ranges, so those stay apart.
+UID_COUNT = 1 << 16
 
 
 def _uid_base() -> int:
@@ -61,7 +66,11 @@ UID_BASE = _uid_base()
 # the same uid and sweep each other's runners.
 LEASES = MACHINE_DIR / "pyops-conformance-uids"
 
-CLEAN = b"clean"  # in a uid's lease file: no process of the uid was left when the lease ended
+# In a uid's lease file: HELD while a check of this machine's lease table has the uid, CLEAN once
+# it ended with no process of the uid left. HELD with no holder: its holder died, and what runs as
+# the uid is that check's, to be swept. Anything else (a file never leased): what runs as the uid
+# is not this table's (a container's runner): never swept, and the uid not leased.
+HELD, CLEAN = b"held!", b"clean"
 
 OWN, GRADER, AUTO = "own", "grader", "auto"
 CHOICES = (AUTO, OWN, GRADER)
@@ -69,6 +78,12 @@ CHOICES = (AUTO, OWN, GRADER)
 # What the grader must hold to run a runner as another uid and clean up after it (Linux
 # capability numbers): switch uid and gid, signal it, and own, read and remove what it wrote.
 CAPABILITIES = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
+
+
+# Processes (and threads) a runner uid may have at once: a correct runner and its commands need
+# fewer than ten; a fork flood stops here, and the machine keeps room for the grader to finish.
+# The uid is the check's alone, so the count is the check's.
+RUNNER_PROCESSES = 256
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,9 @@ class RunnerUser:
     gid: int
 
     def drop(self) -> None:
-        """In a child between fork and exec: become this user, with no supplementary groups."""
+        """In a child between fork and exec: become this user, with no supplementary groups, who
+        may run no more than RUNNER_PROCESSES processes at once."""
+        resource.setrlimit(resource.RLIMIT_NPROC, (RUNNER_PROCESSES, RUNNER_PROCESSES))
         os.setgroups([])
         os.setgid(self.gid)
         os.setuid(self.uid)
@@ -133,7 +150,7 @@ def leased_user() -> Iterator[RunnerUser]:
     runner left is swept before the uid is handed out again.
     """
     LEASES.mkdir(mode=0o700, exist_ok=True)
-    start = (os.getpid() * 7) % UID_COUNT  # spread the workers' first tries over the range
+    start = int.from_bytes(os.urandom(4), "big") % UID_COUNT  # workers and tables start apart
     for offset in range(UID_COUNT):
         uid = UID_BASE + (start + offset) % UID_COUNT
         fd = os.open(str(LEASES / str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -148,8 +165,10 @@ def leased_user() -> Iterator[RunnerUser]:
             if _has_account(uid):
                 continue
             user = RunnerUser(uid, uid)
-            _sweep_unless_clean(fd, user)
-            os.ftruncate(fd, 0)
+            _sweep_if_abandoned(fd, user)  # what a dead holder of this table left: ours to end
+            if processes_of(user):
+                continue  # a runner of another lease table (a container's): not ours to touch
+            os.pwrite(fd, HELD, 0)
             _swept_at_the_end.discard(uid)
             try:
                 yield user
@@ -180,17 +199,17 @@ def sweep_abandoned() -> None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _sweep_unless_clean(fd, RunnerUser(int(name), int(name)))
+            _sweep_if_abandoned(fd, RunnerUser(int(name), int(name)))
         except OSError:
             continue  # held: its check is running and sweeps at its own end
         finally:
             os.close(fd)
 
 
-def _sweep_unless_clean(fd: int, user: RunnerUser) -> None:
-    """With `user`'s lease file `fd` locked: sweep the uid unless the file says "clean", which its
-    last holder writes when it swept and saw nothing left (a holder that died never wrote it)."""
-    if os.pread(fd, len(CLEAN), 0) != CLEAN and sweep(user):
+def _sweep_if_abandoned(fd: int, user: RunnerUser) -> None:
+    """With `user`'s lease file `fd` locked: sweep the uid if the file still says HELD, which its
+    last holder replaces with CLEAN when it swept and saw nothing left (a holder that died never did)."""
+    if os.pread(fd, len(HELD), 0) == HELD and sweep(user):
         os.pwrite(fd, CLEAN, 0)
 
 

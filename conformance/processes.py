@@ -542,7 +542,8 @@ class Invocation:
                 rc = self.process.poll()
                 if rc is not None:
                     break
-                hung_after_s = self.deadline_s + min(self.cpu_wait.seconds, self.deadline_s)
+                waited_s = self.cpu_wait.excuse_s(timing.now() - self.started)
+                hung_after_s = self.deadline_s + min(waited_s, self.deadline_s)
                 left_s = self.started + hung_after_s - timing.now()
                 if left_s <= 0:
                     hung = True
@@ -591,7 +592,7 @@ class Invocation:
             rc=rc,
             hung_after_s=hung_after_s if hung else None,
             duration_s=ended - self.started,
-            cpu_wait_s=self.cpu_wait.seconds,
+            cpu_wait_s=self.cpu_wait.excuse_s(ended - self.started),
             ended_at=ended_at,
             ended=ended,
             stdout=stdout,

@@ -4,7 +4,8 @@ The runner under test hard-codes /root/pyops/sub and /opt/fixtures/pyops/bin, so
 its own version of those two folders. Two ways to give it one:
 
 * ``namespace``: each process the harness starts enters a private mount namespace in which the
-  test's own folders are bind-mounted onto the lab's paths, and a network namespace with no
+  test's own folders are bind-mounted onto the lab's paths, with /tmp, /var/tmp and /dev/shm
+  empty and private to it (its own lab shown again at its path), and a network namespace with no
   network at all. Tests run in parallel and the real
   folders are never touched. A lab path that does not exist on this machine is made inside the
   namespace only, on an overlay of its nearest existing parent, so the machine stays as it was.
@@ -145,7 +146,6 @@ class MountPlan:
             os.makedirs(str(target), exist_ok=True)
             _mount("/proc/self/fd/%d" % fd, str(target), None, _MS_BIND)
             os.close(fd)
-        os.close(keep_lab)
         for target in LAB_PATHS:  # passable for the runner's uid: changes the overlays' copies only
             for ancestor in target.parents:
                 mode = os.stat(str(ancestor)).st_mode
@@ -153,7 +153,32 @@ class MountPlan:
                     os.chmod(str(ancestor), (mode & 0o7777) | 0o001)
         for folder in self.hidden:
             _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
+        _private_temporary_folders(lab_root, keep_lab)
+        os.close(keep_lab)
         os.chdir(str(SUB_DIR))
+
+
+# The machine's temporary folders, each an empty memory file system of its own in a runner's
+# namespace: it sees no other lab (a classmate's, during a class) and no file another runner left,
+# and what it writes there is gone with the namespace. Bounded, so a runner cannot fill the memory.
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+PRIVATE_TMP_SIZE = "256m"
+
+
+def _private_temporary_folders(lab_root: Path, keep_lab: int) -> None:
+    """Cover PRIVATE_TMP with empty ones, then show the check's own folder (held by `keep_lab`,
+    made in one of them) at its path again: the runner is given paths in it."""
+    covered = False
+    for folder in PRIVATE_TMP:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)
+            covered = covered or Path(folder) in lab_root.parents
+    if covered:
+        for ancestor in reversed(lab_root.parents):
+            if not ancestor.exists():
+                ancestor.mkdir(mode=0o711)
+        lab_root.mkdir(mode=0o711)
+        _mount("/proc/self/fd/%d" % keep_lab, str(lab_root), None, _MS_BIND)
 
 
 def _covered(path: Path, overlays: Sequence[Path]) -> bool:

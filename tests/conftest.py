@@ -11,8 +11,9 @@ import pytest
 @pytest.fixture
 def drop_box():
     """A folder every user may write to: a runner under test has a uid of its own, which cannot
-    reach the test's tmp_path (pytest makes it private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="pyops-drop-", dir="/tmp"))
+    reach the test's tmp_path (pytest makes it private to root), and private temporary folders
+    (/tmp, /var/tmp and /dev/shm are its own in namespace mode): one in /run."""
+    folder = Path(tempfile.mkdtemp(prefix="pyops-drop-", dir="/run"))
     folder.chmod(0o777)
     yield folder
     shutil.rmtree(str(folder), ignore_errors=True)

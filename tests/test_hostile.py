@@ -389,3 +389,101 @@ def test_a_runner_reaches_no_service_of_the_machine(tmp_path):
         thread.join(5)
     assert graded.rc == 0 and graded.report["isolation"] == "namespace", graded.explain()
     assert reached == [], "a runner connected to 127.0.0.1: %s" % reached
+
+
+# Looks for other labs (a classmate's runner.py, during a class on one host) and leaves files in
+# the machine's temporary folders, which would outlive the grading and hold memory in /dev/shm.
+LOOKS_AROUND = """import os
+seen = []
+for folder in ('/tmp', '/var/tmp', '/dev/shm'):
+    try:
+        seen += [os.path.join(folder, name) for name in os.listdir(folder)]
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(folder, 'left-by-a-runner-%%d' %% os.getpid()), 'wb') as left:
+            left.write(b'x' * 4096)
+    except OSError:
+        pass
+with open(%r, 'a') as report:
+    report.write(repr((os.environ.get('TMPDIR', ''), seen)) + '\\n')
+"""
+
+
+def test_a_runner_sees_no_other_lab_and_leaves_nothing_in_temporary_folders(tmp_path, drop_box):
+    seen_file = drop_box / "seen"
+    seen_file.touch(mode=0o666)
+    seen_file.chmod(0o666)
+    other_lab = Path(tempfile.mkdtemp(prefix="pyops-lab-someone-else-", dir="/dev/shm"))
+    other_lab.chmod(0o755)
+    try:
+        runner = tmp_path / "runner.py"
+        runner.write_text(LOOKS_AROUND % str(seen_file) + REFERENCE.read_text())
+        graded = grade(tmp_path, runner, "--clause", "S1", workers=4)
+    finally:
+        shutil.rmtree(str(other_lab))
+    assert graded.rc == 0, graded.explain()
+    calls = [eval(line) for line in seen_file.read_text().splitlines()]  # written by the runner: repr of str lists
+    assert len(calls) > 10, calls
+    for tmpdir, seen in calls:
+        own_lab = tmpdir.split("/work/")[0]
+        others = [path for path in seen if "pyops-lab-" in path and not own_lab.startswith(path)]
+        assert not others, "a runner saw other labs: %s" % others
+    left = [
+        os.path.join(folder, name)
+        for folder in ("/tmp", "/var/tmp", "/dev/shm")
+        for name in os.listdir(folder)
+        if name.startswith("left-by-a-runner-")
+    ]
+    assert not left, "left behind: %s" % left
+
+
+FORK_FLOOD = """import os, time
+children = 0
+try:
+    while children < 5000:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError:
+    pass
+with open(%r, 'a') as told:
+    told.write('%%d\\n' %% children)
+"""
+
+
+def test_a_fork_flood_stops_at_the_runner_uid_s_limit_and_the_grading_goes_on(tmp_path, drop_box):
+    told = drop_box / "forked"
+    told.touch(mode=0o666)
+    told.chmod(0o666)
+    runner = tmp_path / "runner.py"
+    runner.write_text(FORK_FLOOD % str(told) + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1.3", "--clause", "S2.3", workers=2)
+    counts = [int(line) for line in told.read_text().split()]
+    assert counts and max(counts) < identity.RUNNER_PROCESSES, counts  # each check's runner was stopped there
+    assert graded.report["summary"]["errors"] == 0, graded.explain()
+
+
+# Waits twice each backoff, and keeps the CPUs turning meanwhile (threads that leave the GIL, in
+# hashlib), so that its lateness looks like a busy machine's: measured before the rule on a
+# runner's own load, every S3.2 check it broke came out "not judged", an error, never failed.
+HOGS = """import hashlib, threading
+def _hog(data=b'x' * (1 << 20)):
+    while True:
+        hashlib.sha256(data).digest()
+for _ in range(6):
+    threading.Thread(target=_hog, daemon=True).start()
+"""
+
+
+def test_a_runner_cannot_excuse_its_lateness_with_load_of_its_own(tmp_path):
+    late = REFERENCE.read_text().replace(
+        'delay = backoff_delay(args["backoff"], number)', 'delay = 2 * backoff_delay(args["backoff"], number)'
+    )
+    assert late != REFERENCE.read_text()
+    runner = tmp_path / "runner.py"
+    runner.write_text(late.replace("\nimport ", "\n" + HOGS + "import ", 1))
+    graded = grade(tmp_path, runner, "--clause", "S3.2", workers=2)
+    assert graded.report["summary"]["errors"] == 0, graded.explain()
+    assert graded.rc == 1 and any(t["clause"] == "S3.2" for t in graded.failed()), graded.explain()

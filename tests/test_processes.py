@@ -146,22 +146,40 @@ def test_every_grading_on_the_machine_leases_runner_uids_from_one_place(tmp_path
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as a runner uid")
 def test_a_lease_sweeps_what_a_holder_that_died_left_and_trusts_one_that_ended_clean(tmp_path, monkeypatch):
     monkeypatch.setattr(identity, "LEASES", tmp_path)
+    monkeypatch.setattr(identity.os, "urandom", lambda size: (4321).to_bytes(size, "big"))  # the same uid first
     with identity.leased_user() as user:
         lease = tmp_path / str(user.uid)
-        assert lease.read_bytes() == b"", "a holder's lease must say dirty while it runs"
+        assert lease.read_bytes() == identity.HELD, "a holder's lease must say held while it runs"
     assert lease.read_bytes() == identity.CLEAN
     # A leftover, and a lease file as a holder killed mid-check leaves it: the next lease sweeps.
     leftover = subprocess.Popen(["sleep", "60"], preexec_fn=user.drop)
     try:
-        lease.write_bytes(b"")
+        lease.write_bytes(identity.HELD)
         with identity.leased_user() as again:
-            assert again == user  # the same process tries the same uid first
+            assert again == user
             assert leftover.wait(timeout=5) == -9, "the leftover of a dead holder was not swept"
     finally:
         if leftover.poll() is None:
             leftover.kill()
             leftover.wait()
     assert lease.read_bytes() == identity.CLEAN
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as a runner uid")
+def test_a_uid_another_lease_table_runs_a_runner_as_is_neither_leased_nor_swept(tmp_path, monkeypatch):
+    # The host sees a container's processes: a container with the suite installed leases from the
+    # same range in a table of its own, which this one cannot see.
+    monkeypatch.setattr(identity, "LEASES", tmp_path)
+    monkeypatch.setattr(identity.os, "urandom", lambda size: (1234).to_bytes(size, "big"))
+    theirs = identity.RunnerUser(identity.UID_BASE + 1234, identity.UID_BASE + 1234)
+    their_runner = subprocess.Popen(["sleep", "60"], preexec_fn=theirs.drop)
+    try:
+        with identity.leased_user() as user:
+            assert user != theirs
+        assert their_runner.poll() is None, "another table's runner was swept"
+    finally:
+        their_runner.kill()
+        their_runner.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="hands files over to another uid: needs root")
