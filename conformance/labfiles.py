@@ -282,7 +282,7 @@ def _walk(parent_fd: int, top: str, on_entry: Visit, remove: bool) -> None:
 
 def _walk_once(parent_fd: int, top: str, on_entry: Visit, remove: bool, done: Set[Tuple[int, int]]) -> bool:
     """One walk of _walk's; True if it must start again."""
-    fd = _enter(parent_fd, top)
+    fd = _enter(parent_fd, top, repair=remove)
     if fd is None:
         return False
     # The folders from top down to the one being walked: (name in its parent, dev, ino), and their
@@ -308,7 +308,7 @@ def _walk_once(parent_fd: int, top: str, on_entry: Visit, remove: bool, done: Se
                         done.add((info.st_dev, info.st_ino))  # a mount point: not the lab's
                         continue
                     on_entry(fd, entry.name, info, where[-1])
-                    entered = _enter(fd, entry.name)
+                    entered = _enter(fd, entry.name, repair=remove)
                     if entered is None:
                         done.add((info.st_dev, info.st_ino))
                         continue
@@ -361,13 +361,14 @@ def _identity(fd: int) -> Tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _enter(fd: int, name: str) -> Optional[int]:
-    """A descriptor of the folder `name` in `fd`, with the permissions its owner needs to empty it
-    (a runner may have made it 000, which stops its owner, the grader when rootless, but not root)."""
+def _enter(fd: int, name: str, repair: bool = False) -> Optional[int]:
+    """A descriptor of the folder `name` in `fd`; with `repair`, first given the permissions its
+    owner needs to empty it (a runner may have made it 000, which stops its owner, the grader when
+    rootless, but not root). Only a folder about to be removed is changed."""
     info = _lstat_at(fd, name)
     if info is None or not stat.S_ISDIR(info.st_mode):
         return None
-    if info.st_mode & 0o700 != 0o700:
+    if repair and info.st_mode & 0o700 != 0o700:
         _chmod_at(fd, name, (info.st_mode & 0o7777) | 0o700)
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=fd)
@@ -425,7 +426,7 @@ def empty_folder(top: Path) -> None:
     parent = _parent_of(top)
     if parent is None:
         return
-    fd = _enter(parent, top.name)
+    fd = _enter(parent, top.name, repair=True)
     os.close(parent)
     if fd is None:
         return
