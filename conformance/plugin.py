@@ -465,7 +465,9 @@ def _session_parts(config: pytest.Config):
         # The reference stays hidden from runners (in namespace mode; the image makes it unreadable).
         reference = reference_runner()
         hidden = [reference.parent] if reference is not None and info["runner_user"] == identity.OWN else []
-        parts = (LabMaker(info["isolation"], Path(info["runner"]), session_id(), hidden), Canary())
+        # The runner's interpreter stays where it is, also one installed below a temporary folder.
+        visible = [Path(os.path.realpath(info["python"]))]
+        parts = (LabMaker(info["isolation"], Path(info["runner"]), session_id(), hidden, visible), Canary())
         config._pyops_parts = parts  # type: ignore[attr-defined]
     return parts
 

@@ -98,9 +98,12 @@ class MountPlan:
     overlays: List[Path] = field(default_factory=list)  # existing parents to cover
     user_namespace: bool = False
     hidden: List[Path] = field(default_factory=list)  # folders a runner must not read (the reference)
+    # The machine's temporary folders each process gets empty and private (PRIVATE_TMP, less any
+    # that holds what a runner must run: an interpreter installed below /tmp, say).
+    private_tmp: List[str] = field(default_factory=list)
 
     @classmethod
-    def for_this_machine(cls, hidden: Sequence[Path] = ()) -> "MountPlan":
+    def for_this_machine(cls, hidden: Sequence[Path] = (), visible: Sequence[Path] = ()) -> "MountPlan":
         overlays: List[Path] = []
         for target in LAB_PATHS:
             # The topmost ancestor that another user cannot pass through (/root is 0700) is
@@ -113,7 +116,8 @@ class MountPlan:
                 raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
             if not _covered(parent, overlays):
                 overlays = [o for o in overlays if parent not in o.parents] + [parent]
-        return cls(overlays=overlays, user_namespace=os.geteuid() != 0, hidden=[p for p in hidden if p.is_dir()])
+        private_tmp = [folder for folder in PRIVATE_TMP if not any(Path(folder) in path.parents for path in visible)]
+        return cls(overlays, os.geteuid() != 0, [p for p in hidden if p.is_dir()], private_tmp)
 
     def enter(self, lab_root: Path, binds: List[tuple]) -> None:
         """In a child between fork and exec: make the lab's paths show the test's folders."""
@@ -153,7 +157,7 @@ class MountPlan:
                     os.chmod(str(ancestor), (mode & 0o7777) | 0o001)
         for folder in self.hidden:
             _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
-        _private_temporary_folders(lab_root, keep_lab)
+        _private_temporary_folders(self.private_tmp, lab_root, keep_lab)
         os.close(keep_lab)
         os.chdir(str(SUB_DIR))
 
@@ -165,11 +169,11 @@ PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 PRIVATE_TMP_SIZE = "256m"
 
 
-def _private_temporary_folders(lab_root: Path, keep_lab: int) -> None:
-    """Cover PRIVATE_TMP with empty ones, then show the check's own folder (held by `keep_lab`,
+def _private_temporary_folders(folders: Sequence[str], lab_root: Path, keep_lab: int) -> None:
+    """Cover `folders` with empty ones, then show the check's own folder (held by `keep_lab`,
     made in one of them) at its path again: the runner is given paths in it."""
     covered = False
-    for folder in PRIVATE_TMP:
+    for folder in folders:
         if os.path.isdir(folder) and not os.path.islink(folder):
             _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)
             covered = covered or Path(folder) in lab_root.parents
@@ -297,10 +301,10 @@ def clear_shared_lab(keep: Path) -> None:
                 labfiles.remove_tree(entry)
 
 
-def probe_namespace(hidden: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], str]":
+def probe_namespace(hidden: Sequence[Path] = (), visible: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], str]":
     """Can this process give a child a private lab? Returns (plan or None, the reason if not)."""
     try:
-        plan = MountPlan.for_this_machine(hidden)
+        plan = MountPlan.for_this_machine(hidden, visible)
     except OSError as error:
         return None, str(error)
     root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
@@ -386,13 +390,15 @@ class SharedLock:
 class LabMaker:
     """Makes the labs of one session: a private one per test, or the real paths one at a time."""
 
-    def __init__(self, mode: str, runner_source: Path, session: str, hidden: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, mode: str, runner_source: Path, session: str, hidden: Sequence[Path] = (), visible: Sequence[Path] = ()
+    ) -> None:
         self.mode = mode
         self.runner_source = runner_source
         self.session = session  # named in every lab's folder: see remove_labs_of
         self.plan: Optional[MountPlan] = None
         if mode == NAMESPACE:
-            self.plan, why_not = probe_namespace(hidden)
+            self.plan, why_not = probe_namespace(hidden, visible)
             if self.plan is None:
                 raise OSError("namespace isolation failed in this worker: %s" % why_not)
         if mode == CHROOT:  # the roots hold nothing of the grader's: no need to hide the reference

@@ -5,11 +5,14 @@ check judges what was seen then. A scenario never fails a check itself: it recor
 happened (a process never seen is None), and each check says what that means for its clause.
 """
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
+import psutil
+
 from conformance import labfiles
-from conformance.commands import HANG, counted, py, sh
+from conformance.commands import APPLY, HANG, counted, py, sh
 from conformance.result import Result
 
 # Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
@@ -93,6 +96,7 @@ class ApplyInProgress:
     lock_free: Optional[bool]  # could another process take LOCK_EX on state/lock meanwhile
     shared_only: Optional[bool]  # it could take LOCK_SH: the first runner's lock is a shared one
     marker_early: Optional[bool]  # state/first.done existed meanwhile
+    apply_sh_seen: Optional[bool]  # a shell running the fixture's apply.sh with `first`, under the runner
     same_name: Optional[Result]  # `apply first` again, meanwhile (started with other_name)
     other_name: Optional[Result]  # `apply second`, meanwhile
 
@@ -107,8 +111,9 @@ def apply_in_progress(runner) -> ApplyInProgress:
         first = runner.start("apply", "first", env={"APPLY_DELAY": str(APPLY_SECONDS)}, expect_s=APPLY_SECONDS)
         applying = bool(first.watch(lambda: runner.lab.applied_log.exists()))
         why_not = "" if applying else first.why_not_seen()
-        lock_free = shared_only = marker_early = same = other = None
+        lock_free = shared_only = marker_early = apply_sh_seen = same = other = None
         if applying:
+            apply_sh_seen = any(runs_apply_sh(process, "first") for process in first.descendants())
             lock_free = runner.lock_is_free()
             shared_only = not lock_free and runner.lock_is_free(shared=True)
             marker_early = runner.lab.marker("first").exists()
@@ -116,9 +121,27 @@ def apply_in_progress(runner) -> ApplyInProgress:
             # for the lock would make the next one start after the first had let go of it.
             started = [runner.start("apply", name) for name in ("first", "second")]
             same, other = [invocation.finish() for invocation in started]
-        return ApplyInProgress(first.finish(), applying, why_not, lock_free, shared_only, marker_early, same, other)
+        finished = first.finish()
+        return ApplyInProgress(
+            finished, applying, why_not, lock_free, shared_only, marker_early, apply_sh_seen, same, other
+        )
 
     return runner.scenario("apply in progress", play)
+
+
+# What runs apply.sh: its #! line's bash, or a shell a runner named itself.
+SHELLS = ("bash", "sh", "dash")
+
+
+def runs_apply_sh(process, name: str) -> bool:
+    """Is `process` the fixture's apply.sh applying `name`: a shell (by its executable, which a
+    runner cannot rename as it can its argv) whose arguments are apply.sh's path and the name?
+    A runner that imitates apply.sh (appends to applied.log, prints its words) shows no such process."""
+    try:
+        argv, program = process.cmdline(), os.path.basename(process.exe())
+    except psutil.Error:
+        return False
+    return program in SHELLS and argv[1:] == [APPLY, name]
 
 
 # apply.sh fails (exit 1) while this is set: APPLY_FAIL of the lab.

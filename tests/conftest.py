@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -27,3 +29,25 @@ def open_tmpdir():
     folder.chmod(0o755)
     yield dict(os.environ, TMPDIR=str(folder))
     shutil.rmtree(str(folder), ignore_errors=True)
+
+
+# The CPU busy_cpu keeps busy: the first this process may run on.
+BUSY_CPU = min(os.sched_getaffinity(0))
+
+
+@pytest.fixture
+def busy_cpu():
+    """Three processes that keep BUSY_CPU busy: a machine loaded by others than the runner.
+    Each in a session of its own: where the kernel shares the CPU between sessions (autogroup), as
+    between the runner's and three other users', the runner gets a quarter of it."""
+    hogs = [
+        subprocess.Popen(
+            [sys.executable, "-c", "import os; os.sched_setaffinity(0, {%d})\nwhile True: pass" % BUSY_CPU],
+            start_new_session=True,
+        )
+        for _ in range(3)
+    ]
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()

@@ -109,19 +109,19 @@ def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cp
             assert "S2.1" in str(raised.value) and "0.60s for a CPU" in str(raised.value)
 
 
-# A runner that makes itself wait for a CPU in the check's call (the one with --backoff; the
-# grading's first basic call runs plainly): before running its command it starts busy processes
-# on its own CPU and computes for 0.6 s of CPU time, so it ends late, by less than it waited.
-# With LINGER it also waits after its command succeeds, which no CPU wait can explain.
-SELF_CONTENDING = """
+# A runner on a CPU that others keep busy, in the check's call (the one with --backoff; the
+# grading's first basic call runs plainly): before running its command it moves to that CPU and
+# computes for 0.6 s of CPU time, so it ends late, by less than it waited. With LINGER it also
+# waits after its command succeeds, which no CPU wait can explain. With HOGS it starts the busy
+# processes itself, and its own load excuses nothing.
+CONTENDED = """
 import os, signal, subprocess, sys, time
 args = sys.argv[1:]
 if "--backoff" not in args:
     sys.exit(subprocess.call(args[args.index("--") + 1:]))
-cpu = min(os.sched_getaffinity(0))
-os.sched_setaffinity(0, {cpu})
+os.sched_setaffinity(0, {CPU})
 hogs = []
-for _ in range(3):
+for _ in range(HOGS):
     pid = os.fork()
     if pid == 0:
         while True:
@@ -137,17 +137,19 @@ code = subprocess.call(args[args.index("--") + 1:])
 time.sleep(LINGER)
 sys.exit(code)
 """
+CONTENDED_CPU = min(os.sched_getaffinity(0))  # the one conftest's busy_cpu keeps busy
 
 
-def self_contending_runner(tmp_path: Path, linger: float) -> Path:
-    runner = tmp_path / ("linger-%g" % linger) / "runner.py"
+def contended_runner(tmp_path: Path, linger: float, hogs: int = 0) -> Path:
+    runner = tmp_path / ("linger-%g-hogs-%d" % (linger, hogs)) / "runner.py"
     runner.parent.mkdir()
-    runner.write_text(SELF_CONTENDING.replace("LINGER", repr(linger)))
+    source = CONTENDED.replace("LINGER", repr(linger)).replace("HOGS", str(hogs))
+    runner.write_text(source.replace("CPU", str(CONTENDED_CPU)))
     return runner
 
 
-def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_path):
-    graded = grade(tmp_path, self_contending_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_path, busy_cpu):
+    graded = grade(tmp_path, contended_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     # Never a failure: the lateness is the CPU's; never a pass either: it was never on time.
     assert graded.rc == 2 and check["outcome"] == "error", graded.explain()
@@ -155,10 +157,18 @@ def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_
     assert "not judged" in check["message"] and "for a CPU" in check["message"]
 
 
-def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path):
-    graded = grade(tmp_path, self_contending_runner(tmp_path, 2), *SUCCESS_CHECK, workers=0)
+def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path, busy_cpu):
+    graded = grade(tmp_path, contended_runner(tmp_path, 2), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
-    # On a machine busy with more than the runner's own hogs a first play can be unsettled too;
-    # however often it is played, the verdict is the failure.
+    # However often it is played, the verdict is the failure.
+    assert "no wait after a success" in check["message"]
+
+
+def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path):
+    # The same lateness as the first test's, from busy processes the runner started itself: a
+    # runner could always do that to be excused, so it is judged by the bound alone.
+    graded = grade(tmp_path, contended_runner(tmp_path, 0, hogs=3), *SUCCESS_CHECK, workers=0)
+    (check,) = graded.report["tests"]
+    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     assert "no wait after a success" in check["message"]

@@ -6,6 +6,7 @@ there with --isolation shared, on those "real" paths, and must put every byte ba
 is interrupted.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 
 from conformance.processes import SESSION_VAR, reap, tagged
 from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, probe_namespace
-from tests.test_cpuwait import SUCCESS_CHECK, self_contending_runner
+from tests.test_cpuwait import SUCCESS_CHECK, contended_runner
 from tests.tree import learner_folder, tree_state
 
 
@@ -30,6 +31,7 @@ def machine(tmp_path):
     plan, why = probe_namespace()
     if plan is None:
         pytest.skip("needs a mount namespace to stand in for the learner's machine: %s" % why)
+    plan = dataclasses.replace(plan, private_tmp=[])  # the learner's machine, not a runner's view of it
     sub = learner_folder(tmp_path / "sub")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -91,11 +93,11 @@ def test_the_learners_own_runner_in_place_is_graded_and_kept(machine):
     assert unchanged()
 
 
-def test_a_check_played_again_in_place_gets_the_real_paths_again(machine, tmp_path):
+def test_a_check_played_again_in_place_gets_the_real_paths_again(machine, tmp_path, busy_cpu):
     # A replay needs the real paths its first play still held when its timing was unsettled:
     # the first play lets them go first, or the replay would wait for itself forever.
     start, unchanged, report_folder, _ = machine
-    runner = self_contending_runner(tmp_path, 0)
+    runner = contended_runner(tmp_path, 0)
     suite = start("--runner", str(runner), "-n", "0", *SUCCESS_CHECK)
     output = suite.communicate(timeout=120)[0].decode()
     (check,) = json.loads((report_folder / "r.json").read_text())["tests"]

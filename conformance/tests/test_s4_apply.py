@@ -3,6 +3,7 @@
 import pytest
 
 from conformance import expect
+from conformance.commands import APPLY
 from conformance.scenarios import FAILING, applied_twice, apply_in_progress, failed_then_fixed
 
 clause = pytest.mark.clause
@@ -97,6 +98,31 @@ def test_s4_3_marker_created_after_success(runner, name):
         expect.say("state/%s.done exists", "state/%s.done がある") % name,
         expect.say("markers: %s", "マーカー: %s") % (result.markers() or expect.say("(none)", "(なし)")),
         result,
+    )
+
+
+@clause("S4.2")
+def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
+    # Its traces (a line in applied.log, its words on stdout) can be imitated; a shell running the
+    # fixture's apply.sh under the runner, seen while it takes its four seconds, cannot.
+    seen = apply_in_progress(runner)
+    if not seen.applying:
+        expect.fail(
+            "S4.2",
+            expect.say("apply.sh started (applied.log written)", "apply.sh が始まる(applied.log に書かれる)"),
+            seen.why_not_seen,
+            seen.first,
+        )
+    expect.that(
+        seen.apply_sh_seen,
+        "S4.2",
+        expect.say("`%s first` running under the runner while it applies", "適用中に runner の下で `%s first` が動く")
+        % APPLY,
+        expect.say(
+            "applied.log was written, but no process of the runner ran apply.sh",
+            "applied.log は書かれましたが、runner のどのプロセスも apply.sh を実行していませんでした",
+        ),
+        seen.first,
     )
 
 

@@ -90,6 +90,26 @@ LEARNER_PLAN = '            print("would run %s %s and then create %s" % (APPLY_
 LEARNER_FLOCK = "fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)"
 
 
+# What a runner that has read the suite runs instead of apply.sh: its traces, its settings, its words.
+IMITATES_APPLY_SH = (
+    "import os, sys, time\n"
+    "def setting(key):\n"
+    "    if key in os.environ:\n"
+    "        return os.environ[key]\n"
+    "    try:\n"
+    "        return open('/opt/fixtures/pyops/bin/settings/' + key).read().strip()\n"
+    "    except OSError:\n"
+    "        return ''\n"
+    "name = sys.argv[1]\n"
+    "open(setting('APPLY_LOG') or '/root/pyops/sub/applied.log', 'a').write(name + '\\n')\n"
+    "if setting('APPLY_DELAY'):\n"
+    "    time.sleep(float(setting('APPLY_DELAY')))\n"
+    "if setting('APPLY_FAIL') == '1':\n"
+    "    sys.exit(int(setting('APPLY_FAIL_CODE') or 1))\n"
+    "print('apply.sh: applied ' + name)\n"
+)
+
+
 # fmt: off
 # A table: one mutant in a few lines reads better than one argument per line.
 MUTANTS = (
@@ -218,6 +238,9 @@ MUTANTS = (
     _m("apply-sh-through-a-shell-string", "X14", LEARNER,
        "calls apply.sh through sh -c with the name pasted in, so a name with a space is split",
        (LEARNER_APPLY, 'rc = run_command(["sh", "-c", "%s %s" % (APPLY_SH, args.name)], None)')),
+    _m("imitates-apply-sh", "S4.2", LEARNER,
+       "never runs apply.sh: appends to applied.log, waits and prints as apply.sh would, reading its settings",
+       (LEARNER_APPLY, "rc = run_command([sys.executable, '-c', %r, args.name], None)" % IMITATES_APPLY_SH)),
     _m("apply-sh-gets-the-marker-name", "S4.2", LEARNER,
        "passes apply.sh the marker's file name (NAME.done) instead of NAME",
        (LEARNER_APPLY, "rc = run_command([APPLY_SH, marker.name], None)")),
