@@ -7,7 +7,7 @@ happened (a process never seen is None), and each check says what that means for
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import psutil
 
@@ -130,18 +130,27 @@ def apply_in_progress(runner) -> ApplyInProgress:
 
 
 # What runs apply.sh: its #! line's bash, or a shell a runner named itself.
-SHELLS = ("bash", "sh", "dash")
+SHELLS: Tuple[str, ...] = ("bash", "sh", "dash")
 
 
 def runs_apply_sh(process, name: str) -> bool:
     """Is `process` the fixture's apply.sh applying `name`: a shell (by its executable, which a
     runner cannot rename as it can its argv) whose arguments are apply.sh's path and the name?
-    A runner that imitates apply.sh (appends to applied.log, prints its words) shows no such process."""
+    A runner that imitates apply.sh (appends to applied.log, prints its words) shows no such process.
+
+    Where the grader may not read another uid's executable (a container without CAP_SYS_PTRACE),
+    the process's name stands in for it: the shell's, or the script's that the kernel gives a
+    process started through its #! line. A runner could set that name on purpose; not by imitating.
+    """
     try:
-        argv, program = process.cmdline(), os.path.basename(process.exe())
+        argv = process.cmdline()
+        try:
+            program, known = os.path.basename(process.exe()), SHELLS
+        except psutil.AccessDenied:
+            program, known = process.name(), SHELLS + (os.path.basename(APPLY),)
     except psutil.Error:
         return False
-    return program in SHELLS and argv[1:] == [APPLY, name]
+    return program in known and argv[1:] == [APPLY, name]
 
 
 # apply.sh fails (exit 1) while this is set: APPLY_FAIL of the lab.

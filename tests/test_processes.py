@@ -240,3 +240,26 @@ def test_no_room_where_programs_may_not_run(tmp_path):
     finally:
         subprocess.run(["umount", str(folder)], check=True)
     assert sandbox._room_in(str(folder)) > 0
+
+
+def test_apply_sh_is_recognised_by_its_name_where_its_executable_cannot_be_read(monkeypatch):
+    # A container without CAP_SYS_PTRACE may not read another uid's /proc/PID/exe; the process
+    # started through apply.sh's #! line is then known by its name, which the kernel takes from
+    # the script.
+    from conformance.commands import APPLY
+    from conformance.scenarios import runs_apply_sh
+
+    def unreadable(self):
+        raise psutil.AccessDenied(self.pid)
+
+    shell = subprocess.Popen(["bash", "-c", "sleep 30", APPLY, "first"])
+    try:
+        process = psutil.Process(shell.pid)
+        monkeypatch.setattr(psutil.Process, "exe", unreadable)
+        monkeypatch.setattr(psutil.Process, "cmdline", lambda self: ["/bin/bash", APPLY, "first"])
+        assert runs_apply_sh(process, "first")  # bash's own name
+        monkeypatch.setattr(psutil.Process, "name", lambda self: "python3")
+        assert not runs_apply_sh(process, "first")  # an imitation in another program
+    finally:
+        shell.kill()
+        shell.wait()
