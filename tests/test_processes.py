@@ -252,14 +252,14 @@ def test_apply_sh_is_recognised_by_its_name_where_its_executable_cannot_be_read(
     def unreadable(self):
         raise psutil.AccessDenied(self.pid)
 
-    shell = subprocess.Popen(["bash", "-c", "sleep 30", APPLY, "first"])
+    shell = subprocess.Popen(["sleep", "30"])  # any live process: what it shows is set below
     try:
         process = psutil.Process(shell.pid)
         monkeypatch.setattr(psutil.Process, "exe", unreadable)
         monkeypatch.setattr(psutil.Process, "cmdline", lambda self: ["/bin/bash", APPLY, "first"])
-        assert runs_apply_sh(process, "first")  # bash's own name
-        monkeypatch.setattr(psutil.Process, "name", lambda self: "python3")
-        assert not runs_apply_sh(process, "first")  # an imitation in another program
+        for name, recognised in (("bash", True), ("apply.sh", True), ("python3", False)):
+            monkeypatch.setattr(psutil.Process, "name", lambda self, name=name: name)
+            assert runs_apply_sh(process, "first") is recognised, name  # python3: an imitation
     finally:
         shell.kill()
         shell.wait()
