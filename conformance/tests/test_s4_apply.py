@@ -101,10 +101,8 @@ def test_s4_3_marker_created_after_success(runner, name):
     )
 
 
-@clause("S4.2")
-def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
-    # Its traces (a line in applied.log, its words on stdout) can be imitated; a shell running the
-    # fixture's apply.sh under the runner, seen while it takes its four seconds, cannot.
+def applying(runner):
+    """The apply in progress (see scenarios.py), once apply.sh was seen started."""
     seen = apply_in_progress(runner)
     if not seen.applying:
         expect.fail(
@@ -113,6 +111,14 @@ def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
             seen.why_not_seen,
             seen.first,
         )
+    return seen
+
+
+@clause("S4.2")
+def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
+    # Its traces (a line in applied.log, its words on stdout) can be imitated; a shell running the
+    # fixture's apply.sh under the runner, seen while it takes its four seconds, cannot.
+    seen = applying(runner)
     expect.that(
         seen.apply_sh_seen,
         "S4.2",
@@ -128,14 +134,7 @@ def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
 
 @clause("S4.3")
 def test_s4_3_no_marker_while_apply_sh_is_still_running(runner):
-    seen = apply_in_progress(runner)
-    if not seen.applying:
-        expect.fail(
-            "S4.2",
-            expect.say("apply.sh started (applied.log written)", "apply.sh が始まる(applied.log に書かれる)"),
-            seen.why_not_seen,
-            seen.first,
-        )
+    seen = applying(runner)
     expect.that(
         not seen.marker_early,
         "S4.3",
