@@ -465,9 +465,8 @@ def _session_parts(config: pytest.Config):
         # The reference stays hidden from runners (in namespace mode; the image makes it unreadable).
         reference = reference_runner()
         hidden = [reference.parent] if reference is not None and info["runner_user"] == identity.OWN else []
-        # The runner's interpreter stays where it is, also one installed below a temporary folder.
-        visible = [Path(os.path.realpath(info["python"]))]
-        parts = (LabMaker(info["isolation"], Path(info["runner"]), session_id(), hidden, visible), Canary())
+        # The runner's root holds the interpreter that runs it (and the checks' Python commands).
+        parts = (LabMaker(info["isolation"], Path(info["runner"]), session_id(), hidden, [info["python"]]), Canary())
         config._pyops_parts = parts  # type: ignore[attr-defined]
     return parts
 

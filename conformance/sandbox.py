@@ -3,12 +3,12 @@
 The runner under test hard-codes /root/pyops/sub and /opt/fixtures/pyops/bin, so every test needs
 its own version of those two folders. Two ways to give it one:
 
-* ``namespace``: each process the harness starts enters a private mount namespace in which the
-  test's own folders are bind-mounted onto the lab's paths, with /tmp, /var/tmp and /dev/shm
-  empty and private to it (its own lab shown again at its path), and a network namespace with no
-  network at all. Tests run in parallel and the real
-  folders are never touched. A lab path that does not exist on this machine is made inside the
-  namespace only, on an overlay of its nearest existing parent, so the machine stays as it was.
+* ``namespace``: each process the harness starts enters private mount, network and IPC
+  namespaces and a root of its own (see MountPlan): the machine's programs and libraries and the
+  runner's interpreter, read-only; the test's own folders at the lab's paths; /tmp, /var/tmp and
+  /dev/shm empty and private to it (its own lab shown again at its path); no network at all.
+  Nothing else of the machine is there: no other lab, no home folder, no checkout. Tests run in
+  parallel and the real folders are never touched.
 * ``chroot``: where no namespace can be made but chroot can (an unprivileged container with
   Docker's default capabilities), each test leases a system root (see roots.py) and its processes
   are chrooted into it, where the test's own folders are the lab's paths. Tests run in parallel.
@@ -59,16 +59,43 @@ SHARED = "shared"
 MODES = (NAMESPACE, CHROOT, SHARED)
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_NOATIME = 1024
+_MS_NODIRATIME = 2048
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_RELATIME = 1 << 21
+_MNT_DETACH = 2
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
+# pivot_root has no wrapper in the C library: its system call number, by machine.
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "i686": 217, "armv7l": 218, "s390x": 217}
+# A read-only bind keeps the flags its source was mounted with (a user namespace may not drop them).
+_KEPT_FLAGS = (
+    (os.ST_NOSUID, _MS_NOSUID),
+    (os.ST_NODEV, _MS_NODEV),
+    (os.ST_NOEXEC, _MS_NOEXEC),
+    (os.ST_NOATIME, _MS_NOATIME),
+    (os.ST_NODIRATIME, _MS_NODIRATIME),
+    (os.ST_RELATIME, _MS_RELATIME),
+)
+
+# The machine's folders a runner's root is made of (read-only): its programs, libraries and
+# settings. Everything else of the machine (home folders, /opt, /srv, /var, checkouts, other
+# labs) is not there at all.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Folders of the kernel's, shown as they are: devices, processes, and /sys (read-only).
+KERNEL = (("/dev", False), ("/proc", False), ("/sys", True))
+# Folders the grader's operator lets every runner see and write (os.pathsep between them): for a
+# lab's own tests, which collect what runners write across checks. Never set for a class.
+SHARE_VAR = "PYOPS_CONFORMANCE_SHARE"
 
 
 def _check(result: int, what: str) -> None:
@@ -91,19 +118,67 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _bind(source: str, target: str, read_only: bool, recursive: bool = True) -> None:
+    _mount(source, target, None, _MS_BIND | (_MS_REC if recursive else 0))
+    if read_only:
+        flags = os.statvfs(source).f_flag
+        kept = sum(mount_flag for statvfs_flag, mount_flag in _KEPT_FLAGS if flags & statvfs_flag)
+        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+
+
+def _pivot_root(new_root: str) -> None:
+    """Make `new_root` this namespace's / and let go of the old one, which is then out of reach
+    (a chroot can be left by a process with CAP_SYS_CHROOT, as a user namespace's root has)."""
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(errno.ENOSYS, "pivot_root: no system call number for %s" % os.uname().machine)
+    os.chdir(new_root)
+    _check(LIBC.syscall(number, b".", b"."), "pivot_root")
+    _check(LIBC.umount2(b".", _MNT_DETACH), "umount the old root")
+    os.chdir("/")
+
+
+def interpreter_folders(python: str) -> List[Path]:
+    """The folders interpreter `python` needs to run: its prefixes (a venv's and its base's) and
+    the folders of its executable, as it names them and as they resolve."""
+    folders = {Path(python).parent, Path(os.path.realpath(python)).parent}
+    code = "import sys; print('\\0'.join([sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]))"
+    try:
+        said = subprocess.run(
+            [python, "-I", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30, check=True
+        )
+        folders.update(Path(folder) for folder in said.stdout.decode().strip().split("\0") if folder)
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        pass  # an interpreter that cannot say: what its path shows; the runner's checks say the rest
+    return sorted(folder for folder in folders if folder.is_absolute() and folder != Path("/"))
+
+
+def _outermost(folders: Sequence[Path]) -> List[Path]:
+    """`folders` without those inside another of them or inside a SYSTEM folder (bound already)."""
+    covering = [Path(os.path.realpath(folder)) for folder in SYSTEM] + [Path(folder) for folder in SYSTEM]
+    kept: List[Path] = []
+    for folder in sorted(set(folders)):
+        if any(folder == outer or outer in folder.parents for outer in covering + kept):
+            continue
+        kept.append(folder)
+    return kept
+
+
 @dataclass
 class MountPlan:
     """How to put the lab's paths in place inside a fresh mount namespace (computed once)."""
 
-    overlays: List[Path] = field(default_factory=list)  # existing parents to cover
+    overlays: List[Path] = field(default_factory=list)  # existing parents to cover (the whole machine's view)
     user_namespace: bool = False
     hidden: List[Path] = field(default_factory=list)  # folders a runner must not read (the reference)
-    # The machine's temporary folders each process gets empty and private (PRIVATE_TMP, less any
-    # that holds what a runner must run: an interpreter installed below /tmp, say).
-    private_tmp: List[str] = field(default_factory=list)
+    # What a runner's root holds besides SYSTEM: the folders of the interpreters it runs (read-only)
+    # and the operator's shared folders (SHARE_VAR). None: no root of its own, the whole machine
+    # is seen with the lab's paths in place (a learner's machine, as the project's tests make one).
+    interpreters: Optional[List[Path]] = field(default_factory=list)
+    shared: List[Path] = field(default_factory=list)
 
     @classmethod
-    def for_this_machine(cls, hidden: Sequence[Path] = (), visible: Sequence[Path] = ()) -> "MountPlan":
+    def for_this_machine(cls, hidden: Sequence[Path] = (), interpreters: Sequence[str] = ()) -> "MountPlan":
         overlays: List[Path] = []
         for target in LAB_PATHS:
             # The topmost ancestor that another user cannot pass through (/root is 0700) is
@@ -116,25 +191,79 @@ class MountPlan:
                 raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
             if not _covered(parent, overlays):
                 overlays = [o for o in overlays if parent not in o.parents] + [parent]
-        private_tmp = [folder for folder in PRIVATE_TMP if not any(Path(folder) in path.parents for path in visible)]
-        return cls(overlays, os.geteuid() != 0, [p for p in hidden if p.is_dir()], private_tmp)
+        folders = [folder for python in interpreters for folder in interpreter_folders(python)]
+        shared = [Path(folder) for folder in os.environ.get(SHARE_VAR, "").split(os.pathsep) if folder]
+        return cls(
+            overlays,
+            os.geteuid() != 0,
+            [p for p in hidden if p.is_dir()],
+            _outermost(folders),
+            [folder for folder in shared if folder.is_absolute() and folder.is_dir()],
+        )
 
     def enter(self, lab_root: Path, binds: List[tuple]) -> None:
         """In a child between fork and exec: make the lab's paths show the test's folders."""
         uid, gid = os.geteuid(), os.getegid()
         # A network of its own (only a loopback, down): a runner reaches no service of the
-        # machine's, such as a class's broker on 127.0.0.1, and no other machine.
-        flags = _CLONE_NEWNS | _CLONE_NEWNET | (_CLONE_NEWUSER if self.user_namespace else 0)
+        # machine's, such as a class's broker on 127.0.0.1, and no other machine. IPC of its own:
+        # a shared memory segment or message queue a runner makes goes with it.
+        flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if self.user_namespace else 0)
         _check(LIBC.unshare(flags), "unshare")
         if self.user_namespace:
             _write("/proc/self/setgroups", "deny")
             _write("/proc/self/uid_map", "0 %d 1" % uid)
             _write("/proc/self/gid_map", "0 %d 1" % gid)
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-        # Held before anything is mounted over them, so an overlay cannot change what they name
+        # Held before anything is mounted over them, so a mount cannot change what they name
         # (and opened after unshare: a bind mount takes its source from this namespace only).
         held = [(os.open(str(source), _O_PATH | os.O_DIRECTORY), target) for source, target in binds]
         keep_lab = os.open(str(lab_root), _O_PATH | os.O_DIRECTORY)
+        if self.interpreters is None:
+            self._show_lab_on_this_machine(lab_root, held, keep_lab)
+        else:
+            self._make_root(self.interpreters, lab_root, held, keep_lab)
+        os.close(keep_lab)
+        os.chdir(str(SUB_DIR))
+
+    def _make_root(self, interpreters: List[Path], lab_root: Path, held: List[tuple], keep_lab: int) -> None:
+        """Build the runner's root in the lab's scratch folder, then make it this namespace's /."""
+        root = str(lab_root / "overlay")
+        inside = lambda path: root + str(path)  # noqa: E731
+        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+        for system in SYSTEM:
+            if os.path.islink(system):  # /bin -> usr/bin, where /usr is merged
+                os.symlink(os.readlink(system), inside(system))
+            elif os.path.isdir(system):
+                os.makedirs(inside(system))
+                _bind(system, inside(system), read_only=True)
+        for kernel, read_only in KERNEL:
+            os.makedirs(inside(kernel))
+            _bind(kernel, inside(kernel), read_only)
+        for temporary in PRIVATE_TMP:
+            os.makedirs(inside(temporary), exist_ok=True)
+            _mount("tmpfs", inside(temporary), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)
+        for folder in interpreters:
+            if folder.is_dir():
+                os.makedirs(inside(folder), exist_ok=True)
+                _bind(str(folder), inside(folder), read_only=True)
+        for folder in self.shared:
+            os.makedirs(inside(folder), exist_ok=True)
+            _bind(str(folder), inside(folder), read_only=False)
+        for fd, target in held:
+            os.makedirs(inside(target), exist_ok=True)
+            _bind("/proc/self/fd/%d" % fd, inside(target), read_only=False, recursive=False)
+            os.close(fd)
+        # The check's own folder at its path: the runner is given paths in it (TMPDIR, a counter).
+        os.makedirs(inside(lab_root), mode=0o711, exist_ok=True)
+        _bind("/proc/self/fd/%d" % keep_lab, inside(lab_root), read_only=False, recursive=False)
+        for folder in self.hidden:
+            if os.path.isdir(inside(folder)):
+                _mount("tmpfs", inside(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
+        _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        _pivot_root(root)
+
+    def _show_lab_on_this_machine(self, lab_root: Path, held: List[tuple], keep_lab: int) -> None:
+        """The whole machine, with the test's folders at the lab's paths."""
         if self.overlays:
             scratch = lab_root / "overlay"
             _mount("tmpfs", str(scratch), "tmpfs", 0, "mode=0755,size=4m")
@@ -157,32 +286,13 @@ class MountPlan:
                     os.chmod(str(ancestor), (mode & 0o7777) | 0o001)
         for folder in self.hidden:
             _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "mode=0555,size=4k")
-        _private_temporary_folders(self.private_tmp, lab_root, keep_lab)
-        os.close(keep_lab)
-        os.chdir(str(SUB_DIR))
 
 
 # The machine's temporary folders, each an empty memory file system of its own in a runner's
-# namespace: it sees no other lab (a classmate's, during a class) and no file another runner left,
-# and what it writes there is gone with the namespace. Bounded, so a runner cannot fill the memory.
+# root: it sees no other lab (a classmate's, during a class) and no file another runner left, and
+# what it writes there is gone with the namespace. Bounded, so a runner cannot fill the memory.
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 PRIVATE_TMP_SIZE = "256m"
-
-
-def _private_temporary_folders(folders: Sequence[str], lab_root: Path, keep_lab: int) -> None:
-    """Cover `folders` with empty ones, then show the check's own folder (held by `keep_lab`,
-    made in one of them) at its path again: the runner is given paths in it."""
-    covered = False
-    for folder in folders:
-        if os.path.isdir(folder) and not os.path.islink(folder):
-            _mount("tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)
-            covered = covered or Path(folder) in lab_root.parents
-    if covered:
-        for ancestor in reversed(lab_root.parents):
-            if not ancestor.exists():
-                ancestor.mkdir(mode=0o711)
-        lab_root.mkdir(mode=0o711)
-        _mount("/proc/self/fd/%d" % keep_lab, str(lab_root), None, _MS_BIND)
 
 
 def _covered(path: Path, overlays: Sequence[Path]) -> bool:
@@ -301,10 +411,10 @@ def clear_shared_lab(keep: Path) -> None:
                 labfiles.remove_tree(entry)
 
 
-def probe_namespace(hidden: Sequence[Path] = (), visible: Sequence[Path] = ()) -> "tuple[Optional[MountPlan], str]":
+def probe_namespace(hidden: Sequence[Path] = (), interpreters: Sequence[str] = ()) -> "tuple[Optional[MountPlan], str]":
     """Can this process give a child a private lab? Returns (plan or None, the reason if not)."""
     try:
-        plan = MountPlan.for_this_machine(hidden, visible)
+        plan = MountPlan.for_this_machine(hidden, interpreters)
     except OSError as error:
         return None, str(error)
     root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
@@ -391,14 +501,19 @@ class LabMaker:
     """Makes the labs of one session: a private one per test, or the real paths one at a time."""
 
     def __init__(
-        self, mode: str, runner_source: Path, session: str, hidden: Sequence[Path] = (), visible: Sequence[Path] = ()
+        self,
+        mode: str,
+        runner_source: Path,
+        session: str,
+        hidden: Sequence[Path] = (),
+        interpreters: Sequence[str] = (),
     ) -> None:
         self.mode = mode
         self.runner_source = runner_source
         self.session = session  # named in every lab's folder: see remove_labs_of
         self.plan: Optional[MountPlan] = None
         if mode == NAMESPACE:
-            self.plan, why_not = probe_namespace(hidden, visible)
+            self.plan, why_not = probe_namespace(hidden, interpreters)
             if self.plan is None:
                 raise OSError("namespace isolation failed in this worker: %s" % why_not)
         if mode == CHROOT:  # the roots hold nothing of the grader's: no need to hide the reference

@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from conformance.sandbox import SHARE_VAR
+
 
 @pytest.fixture
-def drop_box():
-    """A folder every user may write to: a runner under test has a uid of its own, which cannot
-    reach the test's tmp_path (pytest makes it private to root), and private temporary folders
-    (/tmp, /var/tmp and /dev/shm are its own in namespace mode): one in /run."""
+def drop_box(monkeypatch):
+    """A folder every user may write to, shared with every runner the test's gradings start: a
+    runner under test has a uid of its own, which cannot reach the test's tmp_path (pytest makes
+    it private to root), and a root of its own in namespace mode, which holds no folder of the
+    machine's but the one the grader is told to share."""
     folder = Path(tempfile.mkdtemp(prefix="pyops-drop-", dir="/run"))
     folder.chmod(0o777)
+    monkeypatch.setenv(SHARE_VAR, str(folder))
     yield folder
     shutil.rmtree(str(folder), ignore_errors=True)
 

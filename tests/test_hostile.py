@@ -438,6 +438,46 @@ def test_a_runner_sees_no_other_lab_and_leaves_nothing_in_temporary_folders(tmp_
     assert not left, "left behind: %s" % left
 
 
+# Looks through the machine for a correct runner someone left readable (an instructor's
+# solution, a clone of this project) and runs it in its place; says what it found in the drop box.
+RUNS_A_COPY = """import os, sys, time
+found, until = [], time.monotonic() + 3
+skip = {'/proc', '/sys', '/dev', '/usr', '/etc', %r}
+for folder, subfolders, files in os.walk('/'):
+    subfolders[:] = [name for name in subfolders if os.path.join(folder, name) not in skip]
+    if os.path.basename(folder).startswith('pyops-copy-') and 'runner.py' in files:
+        found.append(os.path.join(folder, 'runner.py'))
+    if found or time.monotonic() > until:
+        break
+with open(%r, 'a') as told:
+    told.write(repr(found) + '\\n')
+if found:
+    os.execv(sys.executable, [sys.executable, found[0]] + sys.argv[1:])
+raise SystemExit(1)
+"""
+
+
+def test_a_runner_finds_no_copy_of_a_correct_runner_on_the_machine(tmp_path, drop_box):
+    # A correct runner readable by all, where a teacher may keep one: /srv here.
+    copy = Path(tempfile.mkdtemp(prefix="pyops-copy-", dir="/srv"))
+    copy.chmod(0o755)
+    told = drop_box / "found"
+    told.touch(mode=0o666)
+    told.chmod(0o666)
+    try:
+        shutil.copyfile(str(REFERENCE), str(copy / "runner.py"))
+        (copy / "runner.py").chmod(0o644)
+        runner = tmp_path / "runner.py"
+        runner.write_text(RUNS_A_COPY % (str(drop_box), str(told)))
+        graded = grade(tmp_path, runner, "--clause", "S1", workers=4)
+    finally:
+        shutil.rmtree(str(copy))
+    searches = [eval(line) for line in told.read_text().splitlines()]  # written by the runner: repr of str lists
+    assert searches, graded.explain()  # it searched (its failed basic call blocks the other checks)
+    assert all(found == [] for found in searches), "a runner found a correct runner: %s" % searches
+    assert graded.rc == 1 and graded.report["summary"]["passed"] == 0, graded.explain()
+
+
 FORK_FLOOD = """import os, time
 children = 0
 try:

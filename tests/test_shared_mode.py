@@ -31,7 +31,7 @@ def machine(tmp_path):
     plan, why = probe_namespace()
     if plan is None:
         pytest.skip("needs a mount namespace to stand in for the learner's machine: %s" % why)
-    plan = dataclasses.replace(plan, private_tmp=[])  # the learner's machine, not a runner's view of it
+    plan = dataclasses.replace(plan, interpreters=None)  # the learner's machine, not a runner's root
     sub = learner_folder(tmp_path / "sub")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
