@@ -91,8 +91,8 @@ _KEPT_FLAGS = (
 # settings. Everything else of the machine (home folders, /opt, /srv, /var, checkouts, other
 # labs) is not there at all.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-# Folders of the kernel's, shown as they are: devices, processes, and /sys (read-only).
-KERNEL = (("/dev", False), ("/proc", False), ("/sys", True))
+# Folders of the kernel's, shown as they are: devices and /sys (read-only); /proc, see _processes.
+KERNEL = (("/dev", False), ("/sys", True))
 # Folders the grader's operator lets every runner see and write (os.pathsep between them): for a
 # lab's own tests, which collect what runners write across checks. Never set for a class.
 SHARE_VAR = "PYOPS_CONFORMANCE_SHARE"
@@ -136,6 +136,19 @@ def _pivot_root(new_root: str) -> None:
     _check(LIBC.syscall(number, b".", b"."), "pivot_root")
     _check(LIBC.umount2(b".", _MNT_DETACH), "umount the old root")
     os.chdir("/")
+
+
+def _processes(target: str) -> None:
+    """A /proc in which a process sees only processes of its own uid: a runner reads neither the
+    grader's command line nor a classmate's runner's. A PID namespace would hide them too, but its
+    first process ends everything in it when it ends, also what a runner left running, which S2.4
+    and S6.4 must find. Where /proc cannot be mounted so (a user namespace; a kernel before 5.8,
+    where it would change the machine's own /proc), the machine's is shown as it is."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount("proc", target, "proc", flags, "hidepid=invisible")
+    except OSError:
+        _bind("/proc", target, read_only=False)
 
 
 def interpreter_folders(python: str) -> List[Path]:
@@ -239,6 +252,8 @@ class MountPlan:
         for kernel, read_only in KERNEL:
             os.makedirs(inside(kernel))
             _bind(kernel, inside(kernel), read_only)
+        os.makedirs(inside("/proc"))
+        _processes(inside("/proc"))
         for temporary in PRIVATE_TMP:
             os.makedirs(inside(temporary), exist_ok=True)
             _mount("tmpfs", inside(temporary), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)

@@ -76,11 +76,19 @@ sed 's/^\( *\)write_marker(marker)$/\1pass  # forgets the marker/' "$work/refere
 cmp -s "$work/reference.py" "$work/timeout0/runner.py" && die "sed did not break the timeout runner"
 cmp -s "$work/reference.py" "$work/nomarker/runner.py" && die "sed did not break the marker runner"
 
+# A root-only secret where a course keeps its files: a grader that follows a runner's link to it
+# would quote it in the reports (tests/hostile/leaves_links_and_fifos.py links to /root/secret).
+secret_text="pyops-secret-$RANDOM$RANDOM$RANDOM"
+echo "$secret_text" >"$work/secret"
+chmod 0600 "$work/secret"
+secret_mount=(-v "$work/secret:/root/secret:ro")
+quotes_secret() { grep -rlF "$secret_text" "$@" 2>/dev/null; }
+
 # grade NAME RUNNER|- [SUITE ARGS...]: run the image hardened, results in $work/NAME; sets $rc.
 drop_mount=()
 grade() {
     local name=$1 runner=$2; shift 2
-    local mounts=(-v "$work/$name/results:/results" "${drop_mount[@]}")
+    local mounts=(-v "$work/$name/results:/results" "${drop_mount[@]}" "${secret_mount[@]}")
     mkdir -p "$work/$name/results"
     [ "$runner" = - ] || mounts+=(-v "$runner:/root/pyops/sub/runner.py:ro")
     rc=0
@@ -173,7 +181,8 @@ pl() {
     [ "$submitted" = - ] || cp "$submitted" "$work/$name/grade/student/runner.py"
     start=$(date +%s)
     rc=0
-    docker run --rm --network none --memory 2g --pids-limit 1024 -v "$work/$name/grade:/grade" "$image" --prairielearn \
+    docker run --rm --network none --memory 2g --pids-limit 1024 -v "$work/$name/grade:/grade" "${secret_mount[@]}" \
+        "$image" --prairielearn \
         >"$work/$name/out" 2>"$work/$name/err" || rc=$?
     seconds=$(( $(date +%s) - start ))
 }
@@ -222,6 +231,20 @@ ln -s "$(docker run --rm "$image" python3 -c 'import runner.runner as r; print(r
     "$work/pl-link/grade/student/runner.py"
 pl pl-link -
 check_pl pl-link "runner.py a symbolic link to the reference" not-gradable
+# The runner leaves links to a root-only secret, a FIFO and a link to /dev/zero in its lab.
+cat "$repo/tests/hostile/leaves_links_and_fifos.py" "$work/reference.py" >"$work/traps.py"
+pl pl-traps "$work/traps.py"
+what="PrairieLearn, runner that leaves links and FIFOs"
+if [ "$rc" != 0 ]; then fail "$what: exit $rc"
+elif quoted=$(quotes_secret "$work/pl-traps/grade"); then fail "$what: secret quoted in $quoted"
+elif detail=$(docker run --rm -i --network none -v "$work/pl-traps/grade:/grade:ro" "$image" python3 - <<'EOF'
+import json
+result = json.load(open("/grade/results/results.json"))
+assert result["gradable"] is True and result["score"] < 1, (result["gradable"], result.get("score"))
+print("score %.3f, no secret quoted" % result["score"])
+EOF
+); then pass "$what: exit 0 after ${seconds}s; $detail"
+else fail "$what: $(echo "$detail" | tail -1)"; fi
 
 # ---- hostile runners: each must end with exit 1, the suite's own reports and nothing left ------
 # check_hostile NAME: results.json and gradescope.json are the suite's (failures counted, the
@@ -254,7 +277,7 @@ hostile() {  # hostile NAME WHAT ISOLATION: grade $work/NAME/runner.py on S1 (ev
     else fail "hostile runner ($isolation), $what: $(echo "$detail" | tail -1)"; return 1; fi
 }
 
-for name in reads-reference imports-reference forges-reports rewrites-suite kills-everyone leaves-daemon drop; do
+for name in reads-reference imports-reference forges-reports rewrites-suite kills-everyone leaves-traps leaves-daemon drop; do
     mkdir -p "$work/$name"
 done
 chmod 0777 "$work/drop"
@@ -300,6 +323,7 @@ cat >"$work/kills-everyone/runner.py" <<'EOF'
 import os, signal
 os.kill(-1, signal.SIGKILL)
 EOF
+cp "$work/traps.py" "$work/leaves-traps/runner.py"
 # Its daemon outlives the runner with no environment (no token to track it by), waits 3 s and
 # then leaves a mark in /drop and forges the reports. The grading goes on well past those 3 s.
 cat >"$work/leaves-daemon/runner.py" <<'EOF'
@@ -330,6 +354,10 @@ for isolation in chroot shared; do
     hostile forges-reports "writes results.json and gradescope.json itself" $isolation || true
     hostile rewrites-suite "rewrites the suite's installed files" $isolation || true
     hostile kills-everyone "calls kill(-1, SIGKILL)" $isolation || true
+    if hostile leaves-traps "leaves links to a root-only secret, a FIFO and a link to /dev/zero" $isolation; then
+        if quoted=$(quotes_secret "$work/leaves-traps"); then fail "hostile runner ($isolation): secret quoted in $quoted"
+        else pass "hostile runner ($isolation): its links were not followed, no secret in any report or output"; fi
+    fi
 done
 # Shared only: in a root the daemon could not reach /drop to say it started.
 drop_mount=(-v "$work/drop:/drop")

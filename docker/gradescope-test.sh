@@ -107,6 +107,13 @@ cp "$repo/runner/runner.py" "$work/correct/submission/runner.py"
 sed 's/^EXIT_TIMEOUT = 124$/EXIT_TIMEOUT = 0/' "$repo/runner/runner.py" >"$work/wrong/submission/runner.py"
 cmp -s "$repo/runner/runner.py" "$work/wrong/submission/runner.py" && die "sed did not break the timeout runner"
 cp "$repo/runner/runner.py" "$work/misnamed/submission/runner (1).py"
+# A runner that leaves links to a root-only secret (where the course's files are), a FIFO and a
+# link to /dev/zero in its lab: followed, the secret would be in the student's results.json.
+mkdir -p "$work/traps/submission"
+cat "$repo/tests/hostile/leaves_links_and_fifos.py" "$repo/runner/runner.py" >"$work/traps/submission/runner.py"
+secret_text="pyops-secret-$RANDOM$RANDOM$RANDOM"
+echo "$secret_text" >"$work/secret"
+chmod 0600 "$work/secret"
 
 # autograde NAME: run_autograder on $work/NAME/submission; sets $rc and $seconds.
 autograde() {
@@ -116,11 +123,11 @@ autograde() {
     rc=0
     timeout 900 docker run --rm --network none "${limits[@]}" \
         -v "$work/$name/submission:/autograder/submission" -v "$work/$name/results:/autograder/results" \
-        "$image" /autograder/run_autograder >"$work/$name/out" 2>&1 || rc=$?
+        -v "$work/secret:/root/secret:ro" "$image" /autograder/run_autograder >"$work/$name/out" 2>&1 || rc=$?
     seconds=$(($(date +%s) - start))
 }
 
-# judge NAME WHAT EXPECT: results.json as Gradescope reads it. EXPECT: full, timeout-exit or upload.
+# judge NAME WHAT EXPECT: results.json as Gradescope reads it. EXPECT: full, timeout-exit, upload or hostile.
 judge() {
     local name=$1 what=$2 want=$3 detail
     if [ "$rc" != 0 ] || [ ! -s "$work/$name/results/results.json" ]; then
@@ -152,6 +159,10 @@ if want == "upload":
     sys.exit(0)
 log = open(out, errors="replace").read()
 assert "isolation: chroot" in log and "runner user: an unprivileged uid of its own" in log, "not chroot mode as an own uid"
+if want == "hostile":
+    assert failed and result["score"] < most, "score %s of %s" % (result["score"], most)
+    print("score %g/%g, %d of %d checks failed" % (result["score"], most, len(failed), len(tests)))
+    sys.exit(0)
 if want == "full":
     assert not failed and result["score"] == most > 0, "score %s of %s; failed: %s" % (
         result["score"], most, [t["name"] for t in failed])
@@ -181,6 +192,10 @@ autograde none
 judge none "nothing submitted" upload
 autograde misnamed
 judge misnamed "runner.py under another name" upload
+autograde traps
+judge traps "runner that leaves links to a secret and FIFOs" hostile
+if grep -rlF "$secret_text" "$work/traps" >/dev/null; then fail "runner that leaves links: the secret is quoted"
+else pass "runner that leaves links: no secret in results.json or the log"; fi
 
 echo
 if [ "$failures" -gt 0 ]; then echo "gradescope-test: $failures check(s) FAILED"; exit 1; fi

@@ -478,6 +478,37 @@ def test_a_runner_finds_no_copy_of_a_correct_runner_on_the_machine(tmp_path, dro
     assert graded.rc == 1 and graded.report["summary"]["passed"] == 0, graded.explain()
 
 
+# Reads the command line of every process it can see: the grader's says where its report and its
+# students' folders are; a classmate's runner's, what it runs.
+READS_COMMAND_LINES = """import os
+seen = []
+for name in os.listdir('/proc'):
+    try:
+        with open('/proc/%%s/cmdline' %% name, 'rb') as line:
+            seen.append(line.read().replace(b'\\0', b' ').decode('utf-8', 'replace'))
+    except (OSError, ValueError):
+        pass
+with open(%r, 'a') as told:
+    told.write(repr(seen) + '\\n')
+"""
+
+
+def test_a_runner_reads_no_command_line_of_the_grader_or_of_other_runners(tmp_path, drop_box):
+    told = drop_box / "seen"
+    told.touch(mode=0o666)
+    told.chmod(0o666)
+    runner = tmp_path / "runner.py"
+    runner.write_text(READS_COMMAND_LINES % str(told) + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1", workers=4)
+    assert graded.rc == 0, graded.explain()
+    calls = [eval(line) for line in told.read_text().splitlines()]  # written by the runner
+    assert len(calls) > 10, calls
+    for seen in calls:
+        assert any("runner.py" in line for line in seen), seen  # it did read /proc: its own is there
+        others = [line for line in seen if "conformance" in line or "pytest" in line]
+        assert not others, "a runner read the grader's command line: %s" % others
+
+
 FORK_FLOOD = """import os, time
 children = 0
 try:
