@@ -242,6 +242,9 @@ class MountPlan:
         """Build the runner's root in the lab's scratch folder, then make it this namespace's /."""
         root = str(lab_root / "overlay")
         inside = lambda path: root + str(path)  # noqa: E731
+        # The folders made on the way to a bind must be passable for the runner's uid, whatever
+        # the grader's umask; the runner itself gets the grader's umask back.
+        umask = os.umask(0o022)
         _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
         for system in SYSTEM:
             if os.path.islink(system):  # /bin -> usr/bin, where /usr is merged
@@ -276,6 +279,7 @@ class MountPlan:
                 _mount("tmpfs", inside(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
         _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
         _pivot_root(root)
+        os.umask(umask)
 
     def _show_lab_on_this_machine(self, lab_root: Path, held: List[tuple], keep_lab: int) -> None:
         """The whole machine, with the test's folders at the lab's paths."""

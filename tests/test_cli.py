@@ -156,6 +156,17 @@ def test_the_header_says_which_isolation_ran(tmp_path):
     assert "isolation: %s" % graded.report["isolation"] in graded.stdout
 
 
+def test_a_grader_with_a_closed_umask_still_gives_the_runner_its_lab(tmp_path):
+    # The folders a runner's root is built of are made by the grader: with umask 077 they would
+    # be closed to the runner's own uid, and every check an error.
+    umask = os.umask(0o077)
+    try:
+        graded = grade(tmp_path, REFERENCE, "--clause", "S1.1", workers=2)
+    finally:
+        os.umask(umask)
+    assert graded.rc == 0 and graded.report["summary"]["passed"] > 0, graded.explain()
+
+
 # Right in every round but the second: it counts rounds by the basic call `run -- true` that the
 # suite makes once at the start of each round (see conformance/blocking.py), in a file outside the lab.
 SOMETIMES_WRONG = """import os, subprocess, sys
