@@ -192,6 +192,20 @@ class MountPlan:
 
     @classmethod
     def for_this_machine(cls, hidden: Sequence[Path] = (), interpreters: Sequence[str] = ()) -> "MountPlan":
+        """A runner's root, holding the folders of `interpreters` and none of `hidden`."""
+        folders = [folder for python in interpreters for folder in interpreter_folders(python)]
+        shared = [Path(folder) for folder in os.environ.get(SHARE_VAR, "").split(os.pathsep) if folder]
+        return cls(
+            [],
+            os.geteuid() != 0,
+            [p for p in hidden if p.is_dir()],
+            _outermost(folders),
+            [folder for folder in shared if folder.is_absolute() and folder.is_dir()],
+        )
+
+    @classmethod
+    def whole_machine(cls) -> "MountPlan":
+        """The whole machine with the lab's paths in place: a learner's, as the project's tests make one."""
         overlays: List[Path] = []
         for target in LAB_PATHS:
             # The topmost ancestor that another user cannot pass through (/root is 0700) is
@@ -204,15 +218,7 @@ class MountPlan:
                 raise OSError(errno.ENOTSUP, "no parent of %s to overlay" % target)
             if not _covered(parent, overlays):
                 overlays = [o for o in overlays if parent not in o.parents] + [parent]
-        folders = [folder for python in interpreters for folder in interpreter_folders(python)]
-        shared = [Path(folder) for folder in os.environ.get(SHARE_VAR, "").split(os.pathsep) if folder]
-        return cls(
-            overlays,
-            os.geteuid() != 0,
-            [p for p in hidden if p.is_dir()],
-            _outermost(folders),
-            [folder for folder in shared if folder.is_absolute() and folder.is_dir()],
-        )
+        return cls(overlays, os.geteuid() != 0, interpreters=None)
 
     def enter(self, lab_root: Path, binds: List[tuple]) -> None:
         """In a child between fork and exec: make the lab's paths show the test's folders."""

@@ -121,7 +121,7 @@ EOF
 verdict() {  # verdict WHAT NAME WANTED_RC CLAUSE|-
     local what=$1 name=$2 want=$3 clause=$4 detail
     if [ "$rc" != "$want" ]; then
-        fail "$what: exit $rc, expected $want"; tail -5 "$work/$name/err" "$work/$name/out"; return
+        fail "$what: exit $rc, expected $want"; tail -n 5 "$work/$name/err" "$work/$name/out"; return
     fi
     if detail=$(check_reports "$name" "$clause" 2>&1); then pass "$what: exit $rc; $detail"
     else fail "$what: exit $rc but reports wrong: $(echo "$detail" | tail -1)"; fi
@@ -263,14 +263,16 @@ print("%d of %d checks failed" % (failed, report["summary"]["total"]))
 EOF
 }
 
-hostile() {  # hostile NAME WHAT ISOLATION: grade $work/NAME/runner.py on S1 (every check starts it)
-    local name=$1 what=$2 isolation=$3 detail
+# hostile NAME WHAT ISOLATION [CLAUSE]: grade $work/NAME/runner.py on CLAUSE (default S1: every
+# check starts the runner)
+hostile() {
+    local name=$1 what=$2 isolation=$3 clause=${4:-S1} detail
     chmod a+r "$work/$name/runner.py"
     rm -rf "$work/$name/results"
     mkdir -p -m 0777 "$work/$name/results"  # open to every uid, as a careless grader might leave it
-    grade "$name" "$work/$name/runner.py" --clause S1 --isolation "$isolation"
+    grade "$name" "$work/$name/runner.py" --clause "$clause" --isolation "$isolation"
     if [ "$rc" != 1 ]; then
-        fail "hostile runner ($isolation), $what: exit $rc, expected 1"; tail -5 "$work/$name/err" "$work/$name/out"
+        fail "hostile runner ($isolation), $what: exit $rc, expected 1"; tail -n 5 "$work/$name/err" "$work/$name/out"
         return 1
     fi
     if detail=$(check_hostile "$name" 2>&1); then pass "hostile runner ($isolation), $what: exit 1; $detail"
@@ -354,7 +356,8 @@ for isolation in chroot shared; do
     hostile forges-reports "writes results.json and gradescope.json itself" $isolation || true
     hostile rewrites-suite "rewrites the suite's installed files" $isolation || true
     hostile kills-everyone "calls kill(-1, SIGKILL)" $isolation || true
-    if hostile leaves-traps "leaves links to a root-only secret, a FIFO and a link to /dev/zero" $isolation; then
+    # Graded on S7, whose checks read runs.jsonl (a link to the secret after each call: S7.1 fails).
+    if hostile leaves-traps "leaves links to a root-only secret, a FIFO and a link to /dev/zero" $isolation S7; then
         if quoted=$(quotes_secret "$work/leaves-traps"); then fail "hostile runner ($isolation): secret quoted in $quoted"
         else pass "hostile runner ($isolation): its links were not followed, no secret in any report or output"; fi
     fi

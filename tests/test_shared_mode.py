@@ -6,7 +6,6 @@ there with --isolation shared, on those "real" paths, and must put every byte ba
 is interrupted.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ import psutil
 import pytest
 
 from conformance.processes import SESSION_VAR, reap, tagged
-from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, probe_namespace
+from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, MountPlan, probe_namespace
 from tests.test_cpuwait import SUCCESS_CHECK, contended_runner
 from tests.tree import learner_folder, tree_state
 
@@ -31,7 +30,7 @@ def machine(tmp_path):
     plan, why = probe_namespace()
     if plan is None:
         pytest.skip("needs a mount namespace to stand in for the learner's machine: %s" % why)
-    plan = dataclasses.replace(plan, interpreters=None)  # the learner's machine, not a runner's root
+    plan = MountPlan.whole_machine()  # the learner's machine, not a runner's root
     sub = learner_folder(tmp_path / "sub")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
