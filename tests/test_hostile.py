@@ -74,6 +74,13 @@ def write_runner(tmp_path, name):
     return path
 
 
+def writable_by_all(path: Path) -> Path:
+    """A new empty file every runner (each a uid of its own) may append to."""
+    path.touch()
+    path.chmod(0o666)
+    return path
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_runner_gets_a_verdict(tmp_path, name, monkeypatch):
     session = "hostile-%s" % uuid.uuid4().hex[:8]
@@ -104,9 +111,7 @@ def test_a_hanging_runner_is_reported_as_blocked(tmp_path):
 
 def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch, drop_box):
     monkeypatch.setenv("PYOPS_SECRET_OF_THE_GRADER", "must-not-leak")
-    dump = drop_box / "environ.txt"
-    dump.touch(mode=0o666)  # every check's runner has a uid of its own, and each appends
-    dump.chmod(0o666)
+    dump = writable_by_all(drop_box / "environ.txt")  # every check's runner appends to it
     runner = tmp_path / "env_runner.py"
     runner.write_text(
         "import os\nwith open(%r, 'a') as f:\n    f.write(' '.join(sorted(os.environ)) + '\\n')\n" % str(dump)
@@ -411,9 +416,7 @@ with open(%r, 'a') as report:
 
 
 def test_a_runner_sees_no_other_lab_and_leaves_nothing_in_temporary_folders(tmp_path, drop_box):
-    seen_file = drop_box / "seen"
-    seen_file.touch(mode=0o666)
-    seen_file.chmod(0o666)
+    seen_file = writable_by_all(drop_box / "seen")
     other_lab = Path(tempfile.mkdtemp(prefix="pyops-lab-someone-else-", dir="/dev/shm"))
     other_lab.chmod(0o755)
     try:
@@ -461,9 +464,7 @@ def test_a_runner_finds_no_copy_of_a_correct_runner_on_the_machine(tmp_path, dro
     # A correct runner readable by all, where a teacher may keep one: /srv here.
     copy = Path(tempfile.mkdtemp(prefix="pyops-copy-", dir="/srv"))
     copy.chmod(0o755)
-    told = drop_box / "found"
-    told.touch(mode=0o666)
-    told.chmod(0o666)
+    told = writable_by_all(drop_box / "found")
     try:
         shutil.copyfile(str(REFERENCE), str(copy / "runner.py"))
         (copy / "runner.py").chmod(0o644)
@@ -494,9 +495,7 @@ with open(%r, 'a') as told:
 
 
 def test_a_runner_reads_no_command_line_of_the_grader_or_of_other_runners(tmp_path, drop_box):
-    told = drop_box / "seen"
-    told.touch(mode=0o666)
-    told.chmod(0o666)
+    told = writable_by_all(drop_box / "seen")
     runner = tmp_path / "runner.py"
     runner.write_text(READS_COMMAND_LINES % str(told) + REFERENCE.read_text())
     graded = grade(tmp_path, runner, "--clause", "S1", workers=4)
@@ -525,9 +524,7 @@ with open(%r, 'a') as told:
 
 
 def test_a_fork_flood_stops_at_the_runner_uid_s_limit_and_the_grading_goes_on(tmp_path, drop_box):
-    told = drop_box / "forked"
-    told.touch(mode=0o666)
-    told.chmod(0o666)
+    told = writable_by_all(drop_box / "forked")
     runner = tmp_path / "runner.py"
     runner.write_text(FORK_FLOOD % str(told) + REFERENCE.read_text())
     graded = grade(tmp_path, runner, "--clause", "S1.3", "--clause", "S2.3", workers=2)
