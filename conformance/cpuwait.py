@@ -11,15 +11,23 @@ A runner can also make the machine busy itself (threads or processes that keep t
 while its command runs) and so manufacture the wait that would excuse it. So the wait excuses
 only a runner that kept the CPU no busier than a runner that waits for its command does
 (SELF_BUSY_S and SELF_BUSY_SHARE of the time): one that used more is judged by the bounds alone.
+Nor can it add up waits it makes cheaply: many threads or processes that sleep and wake use
+little CPU, but each wake waits for a CPU on a busy machine. What a late runner waited on its
+way is its main thread's wait, and its commands' while they start: only those count (the few
+ms a timer or relay thread of a right runner waits on a wake are within every bound's margin).
 """
 
 import os
-from typing import Dict, List, Optional, Tuple
+import time
+from typing import Dict, List, Tuple
 
 from conformance import procfs
 
-# How long a process under a runner runs before its CPU wait no longer counts (see CpuWait.sample).
+# How long a process under a runner runs (STARTING_NS) or lives (STARTING_S, from when it was first
+# seen) before its CPU wait no longer counts, and how many of them count (see CpuWait.sample).
 STARTING_NS = 50_000_000
+STARTING_S = 0.5
+STARTING_COUNTED = 8
 # CPU time a runner and its commands may use and still be excused by their CPU wait: a runner that
 # waits for its command uses some 15 ms to start and little after; a megabyte relayed, tens of ms.
 SELF_BUSY_S, SELF_BUSY_SHARE = 0.5, 0.2
@@ -50,20 +58,25 @@ class CpuWait:
         self._waited: Dict[Tuple[int, int], int] = {}
         self._ran: Dict[Tuple[int, int], int] = {}  # each thread's time on a CPU, the largest seen
         self._also_ns = 0
+        self._starting: Dict[int, float] = {}  # processes under the sampled one: when first seen
 
     def sample(self, pid: int, below: bool = False) -> None:
         """Sample process `pid`; with `below`, also what waits to start under it.
 
-        A timing measured by a runner's command (the stamps S3.2's command writes) includes the
-        time the command waited to start running, so the processes under `pid` count, but only
-        until they have run for STARTING_NS: what they wait after that is the contention of a
-        process that keeps the CPU busy, which a runner could start for itself to excuse its
-        lateness (its own hogs).
+        What counts is the wait of each process's main thread: the waits of the other threads
+        are those a runner could multiply at will (see the module's docstring), though their time
+        on a CPU counts in busy_s. A timing measured by a runner's command (the stamps S3.2's
+        command writes) includes the time the command waited to start running, so the processes
+        under `pid` count, but only the first STARTING_COUNTED seen and only until they have run
+        for STARTING_NS or lived for STARTING_S: what they wait after that is the contention of a
+        process that keeps the CPU busy or wakes again and again, which a runner could start for
+        itself to excuse its lateness.
         """
-        # Each process with the time on a CPU after which its wait no longer counts (None: never).
-        pending: List[Tuple[int, Optional[int]]] = [(pid, None)]
+        now = time.monotonic()
+        # Each process with whether its wait still counts.
+        pending: List[Tuple[int, bool]] = [(pid, True)]
         while pending:
-            current, limit = pending.pop()
+            current, counts = pending.pop()
             try:
                 threads = os.listdir("/proc/%d/task" % current)
             except OSError:
@@ -75,11 +88,22 @@ class CpuWait:
                     continue
                 key = (current, int(tid))
                 self._ran[key] = max(ran, self._ran.get(key, 0))
+                main_thread = int(tid) == current
+                starting = current == pid or ran < STARTING_NS
                 # The largest count seen: a pid taken over by a new process starts again from 0.
-                if waited > self._waited.get(key, 0) and (limit is None or ran < limit):
+                if counts and main_thread and starting and waited > self._waited.get(key, 0):
                     self._waited[key] = waited
                 if below:
-                    pending += [(child, STARTING_NS) for child in _children(current, tid)]
+                    pending += [(child, self._still_starting(child, now)) for child in _children(current, tid)]
+
+    def _still_starting(self, child: int, now: float) -> bool:
+        """Does what process `child` (under the sampled one) waits still count, by its age?"""
+        first_seen = self._starting.get(child)
+        if first_seen is None:
+            if len(self._starting) >= STARTING_COUNTED:
+                return False
+            first_seen = self._starting[child] = now
+        return now - first_seen < STARTING_S
 
     def add(self, seconds: float) -> None:
         """Count a wait measured some other way (the harness's own, while it started the runner)."""

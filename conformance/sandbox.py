@@ -553,6 +553,8 @@ class LabMaker:
                 yield Lab(root, self.mode, self.runner_source, None, user, system_root)
             return
         root = Path(tempfile.mkdtemp(prefix=_lab_prefix(self.session), dir=labs_folder(user)))
+        if self.mode == NAMESPACE:
+            _bound(root)
         lock = SharedLock() if self.mode == SHARED else None
         try:
             if lock is not None:
@@ -564,7 +566,7 @@ class LabMaker:
             if lock is not None:
                 lock.__exit__()
                 lock.close()
-            labfiles.remove_tree(root)  # whatever its runner left in it
+            _remove_lab(root)
 
 
 @contextlib.contextmanager
@@ -629,7 +631,31 @@ def remove_labs_of(session: str) -> None:
     """Remove what a grading that was killed left of its labs: in /dev/shm they would take memory
     until the machine restarts."""
     for lab in labs_of(session):
-        labfiles.remove_tree(lab)
+        _remove_lab(lab)
+
+
+# What a check's folder may hold in all (namespace mode): its lab, its scratch space and the
+# runner's captured output. A correct runner writes a few MB; a runner that writes files until the
+# disk is full stops here (RLIMIT_FSIZE bounds each file, not how many there are).
+LAB_SIZE = 128 << 20  # bytes
+
+
+def _bound(root: Path) -> None:
+    """Make the check's folder `root` a memory file system of LAB_SIZE of its own, where this
+    process may mount one (root); elsewhere it stays a folder, bounded per file only."""
+    try:
+        _mount("tmpfs", str(root), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700,size=%d" % LAB_SIZE)
+    except OSError:
+        pass
+
+
+def _remove_lab(root: Path) -> None:
+    """Remove a check's folder and whatever its runner left in it, never following a link."""
+    if os.path.ismount(str(root)):
+        # Its file system goes at once, with everything in it; a runner namespace that still
+        # holds it lets go when its last process ends.
+        LIBC.umount2(os.fsencode(str(root)), _MNT_DETACH)
+    labfiles.remove_tree(root)
 
 
 def _room_in(folder: str) -> int:

@@ -163,6 +163,30 @@ sys.exit(code)
 """
 CONTENDED_CPU = min(os.sched_getaffinity(0))  # the one conftest's busy_cpu keeps busy
 
+# A runner late by LINGER after its command succeeds, with WAKERS threads on the busy CPU that
+# sleep and wake every 10 ms while it runs: they use little CPU, but each wake waits for the CPU,
+# and summed over many threads those waits would excuse any lateness.
+WAKING = """
+import os, subprocess, sys, threading, time
+args = sys.argv[1:]
+if "--backoff" not in args:
+    sys.exit(subprocess.call(args[args.index("--") + 1:]))
+os.sched_setaffinity(0, {CPU})
+done = threading.Event()
+def wake():
+    while not done.is_set():
+        time.sleep(0.01)
+wakers = [threading.Thread(target=wake) for _ in range(WAKERS)]
+for waker in wakers:
+    waker.start()
+code = subprocess.call(args[args.index("--") + 1:])
+time.sleep(LINGER)
+done.set()
+for waker in wakers:
+    waker.join()
+sys.exit(code)
+"""
+
 
 def contended_runner(tmp_path: Path, linger: float, hogs: int = 0) -> Path:
     runner = tmp_path / ("linger-%g-hogs-%d" % (linger, hogs)) / "runner.py"
@@ -186,6 +210,15 @@ def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path, bu
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     # However often it is played, the verdict is the failure.
+    assert "no wait after a success" in check["message"]
+
+
+def test_a_runner_cannot_excuse_its_lateness_with_threads_that_wait(tmp_path, busy_cpu):
+    runner = tmp_path / "runner.py"
+    runner.write_text(WAKING.replace("CPU", str(CONTENDED_CPU)).replace("WAKERS", "60").replace("LINGER", "3"))
+    graded = grade(tmp_path, runner, *SUCCESS_CHECK, workers=0)
+    (check,) = graded.report["tests"]
+    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     assert "no wait after a success" in check["message"]
 
 

@@ -508,6 +508,40 @@ def test_a_runner_reads_no_command_line_of_the_grader_or_of_other_runners(tmp_pa
         assert not others, "a runner read the grader's command line: %s" % others
 
 
+# Writes files of 8 MB each (each under the per-file limit) into its lab until it can write no
+# more, or 320 MB: without a bound on the lab as a whole, it would fill the machine's memory.
+FILLS_ITS_LAB = """import os
+written = 0
+chunk = b'x' * (1 << 20)
+try:
+    for number in range(40):
+        with open('/root/pyops/sub/fill-%%d' %% number, 'wb') as fill:
+            for _ in range(8):
+                fill.write(chunk)
+                written += len(chunk)
+except OSError:
+    pass
+with open(%r, 'a') as told:
+    told.write('%%d\\n' %% written)
+raise SystemExit(1)
+"""
+
+
+def test_a_runner_cannot_fill_the_machine_through_its_lab(tmp_path, drop_box, monkeypatch):
+    session = "fills-%s" % uuid.uuid4().hex[:8]
+    monkeypatch.setenv(SESSION_VAR, session)
+    told = writable_by_all(drop_box / "written")
+    runner = tmp_path / "runner.py"
+    runner.write_text(FILLS_ITS_LAB % str(told))
+    graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    written = [int(line) for line in told.read_text().split()]
+    assert written, graded.explain()  # it wrote, in every call it got
+    assert max(written) <= sandbox.LAB_SIZE, "a runner wrote %d MB into its lab" % (max(written) >> 20)
+    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
+    mounts = Path("/proc/self/mounts").read_text()
+    assert session not in mounts and not sandbox.labs_of(session), "a lab of the grading is left"
+
+
 FORK_FLOOD = """import os, time
 children = 0
 try:
