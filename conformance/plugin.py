@@ -489,6 +489,8 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         # Not a runner's fault the suite can name: a defect of the suite or of this machine.
         test_report.user_properties.append(("message", report.short_error(call.excinfo)))
         test_report.user_properties.append(("harness_error", True))
+        if isinstance(error, NotJudged):  # the machine's, not the suite's: worth grading again
+            test_report.user_properties.append(("not_judged", True))
 
 
 class Progress:

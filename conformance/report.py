@@ -83,6 +83,8 @@ class Outcomes:
         entry["duration_s"] = round(entry["duration_s"] + test_report.duration, 3)
         if "plays" in props:  # played again: a busy machine left its timing unsettled (plugin.py)
             entry["plays"] = max(props["plays"], entry.get("plays", 1))
+        if props.get("not_judged"):  # and no play settled it
+            entry["not_judged"] = True
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
             if outcome == "skipped" and isinstance(test_report.longrepr, tuple):

@@ -127,6 +127,53 @@ def test_only_what_changed_is_graded_again(tmp_path):
     assert [job.student for job in _batch(tmp_path, force=True)[1]] == ["alice", "bob"]
 
 
+def _report(*outcomes: str, not_judged: bool = False):
+    """A suite report whose checks ended as `outcomes`; its errors not judged, if so."""
+    tests = [
+        {"id": "check-%d" % number, "clause": "S3.4", "outcome": outcome, "message": ""}
+        for number, outcome in enumerate(outcomes)
+    ]
+    for test in tests:
+        if test["outcome"] == "error" and not_judged:
+            test["not_judged"] = True
+    return {"tests": tests, "summary": {}}
+
+
+def test_a_grading_left_not_judged_by_a_busy_machine_is_graded_again_alone(tmp_path):
+    write(tmp_path / "subs" / "alice.py", "late when the machine is busy")
+    write(tmp_path / "subs" / "bob.py", "broke the suite")
+    write(tmp_path / "subs" / "carol.py", "fine")
+    batch, jobs = _batch(tmp_path)
+    suite = grading.suite_fingerprint()
+    first = {
+        "alice": {"status": "error", "report": _report("passed", "error", not_judged=True), "suite": suite},
+        "bob": {"status": "error", "report": _report("passed", "error"), "suite": suite},
+        "carol": {"status": "graded", "report": None, "suite": suite},
+    }
+    calls = []
+
+    def queue(given, settings, done):
+        calls.append([job.student for job in given])
+        for job in given:
+            again = len(calls) > 1
+            done(
+                job, {"status": "graded", "report": None, "suite": suite, "seconds": 1} if again else first[job.student]
+            )
+
+    class Quiet:
+        def finished(self, record):
+            pass
+
+        def again(self, count):
+            calls.append(["again: %d" % count])
+
+    batch.run(jobs, queue, Quiet())  # type: ignore[arg-type]
+    # Only alice's grading was an error of a busy machine alone: she is graded again, alone; bob's
+    # error is the suite's, which grading again would not change.
+    assert calls == [["alice", "bob", "carol"], ["again: 1"], ["alice"]], calls
+    assert batch.records["alice"]["status"] == "graded" and batch.records["bob"]["status"] == "error"
+
+
 # ---- usage errors: one line, exit 2 ------------------------------------------------------------
 
 

@@ -203,6 +203,7 @@ def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_
     assert graded.rc == 2 and check["outcome"] == "error", graded.explain()
     assert check["plays"] == 3 and graded.report["timing"]["played_again"] == 1
     assert "not judged" in check["message"] and "for a CPU" in check["message"]
+    assert check["not_judged"] is True  # what a class grades again, alone (classroom/batch.py)
 
 
 def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path, busy_cpu):

@@ -50,26 +50,45 @@ class Batch:
         return jobs
 
     def run(self, jobs: List[Job], queue: Queue, progress: "Progress") -> None:
+        """Grade `jobs`; then grade again, one at a time, those a busy machine left not judged.
+
+        Among many gradings at once, a check whose timing the machine left unsettled after all
+        its plays makes a submission's grading an error. Graded again with nothing else of the
+        class running, most such checks are judged; what still is not stays an error.
+        """
+        unjudged: List[Job] = []
+
         def done(job: Job, outcome: Dict) -> None:
-            if outcome.get("suite") != grading.suite_fingerprint():
-                # A worker with another suite would make this class's grades incomparable.
-                outcome = dict(
-                    outcome,
-                    status=grading.ERROR,
-                    report=None,
-                    message="graded by another version of the suite (%s); update that worker" % outcome.get("suite"),
-                )
-            record = self.store.save(job.student, job.submission, job.key, outcome)
-            self.records[job.student] = record
+            if _left_unjudged(outcome):
+                unjudged.append(job)
+            record = self._record(job, outcome)
             progress.finished(record)
-            if time.monotonic() - self._written_at >= GRADES_EVERY_S:
-                self.write_grades()
 
         try:
             queue(jobs, self.settings, done)
+            if unjudged:
+                progress.again(len(unjudged))
+            for job in list(unjudged):  # alone: the next starts once this one is recorded
+                queue([job], self.settings, lambda job, outcome: progress.finished(self._record(job, outcome)))
         finally:
             self.write_grades()
             self.write_report()
+
+    def _record(self, job: Job, outcome: Dict) -> Dict:
+        """Keep a finished grading's outcome: the student's files, and grades.csv now and then."""
+        if outcome.get("suite") != grading.suite_fingerprint():
+            # A worker with another suite would make this class's grades incomparable.
+            outcome = dict(
+                outcome,
+                status=grading.ERROR,
+                report=None,
+                message="graded by another version of the suite (%s); update that worker" % outcome.get("suite"),
+            )
+        record = self.store.save(job.student, job.submission, job.key, outcome)
+        self.records[job.student] = record
+        if time.monotonic() - self._written_at >= GRADES_EVERY_S:
+            self.write_grades()
+        return record
 
     def write_grades(self) -> None:
         self.store.write_grades(self.records.values(), self.steps)
@@ -120,8 +139,24 @@ class Progress:
         self.bar.set_postfix(below_full=self.below_full, not_graded=self.not_graded, refresh=False)
         self.bar.update(1)
 
+    def again(self, count: int) -> None:
+        """Say that `count` gradings are done again, one at a time, and count them in the bar."""
+        self.bar.total += count
+        self.bar.write(
+            "%d submission(s) had checks a busy machine left not judged: graded again, one at a time" % count,
+            file=sys.stdout,
+        )
+        sys.stdout.flush()
+
     def close(self) -> None:
         self.bar.close()
+
+
+def _left_unjudged(outcome: Dict) -> bool:
+    """Was a grading an error only because a busy machine left some checks not judged?"""
+    tests = (outcome.get("report") or {}).get("tests", [])
+    errors = [test for test in tests if test["outcome"] == "error"]
+    return outcome["status"] == grading.ERROR and bool(errors) and all(test.get("not_judged") for test in errors)
 
 
 def _n(value: Optional[float]) -> str:
