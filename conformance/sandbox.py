@@ -92,6 +92,8 @@ _KEPT_FLAGS = (
 # labs) is not there at all.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Folders of the kernel's, shown as they are: devices and /sys (read-only); /proc, see _processes.
+# Without what is mounted below them: /dev/mqueue would let a runner leave message queues in the
+# machine's IPC namespace, /dev/pts reach the machine's terminals.
 KERNEL = (("/dev", False), ("/sys", True))
 # Folders the grader's operator lets every runner see and write (os.pathsep between them): for a
 # lab's own tests, which collect what runners write across checks. Never set for a class.
@@ -260,7 +262,7 @@ class MountPlan:
                 _bind(system, inside(system), read_only=True)
         for kernel, read_only in KERNEL:
             os.makedirs(inside(kernel))
-            _bind(kernel, inside(kernel), read_only)
+            _bind(kernel, inside(kernel), read_only, recursive=False)
         os.makedirs(inside("/proc"))
         _processes(inside("/proc"))
         for temporary in PRIVATE_TMP:

@@ -542,6 +542,50 @@ def test_a_runner_cannot_fill_the_machine_through_its_lab(tmp_path, drop_box, mo
     assert session not in mounts and not sandbox.labs_of(session), "a lab of the grading is left"
 
 
+# Leaves a POSIX message queue where the machine keeps them (/dev/mqueue, the machine's IPC
+# namespace): it would outlive the grading, and hold memory.
+LEAVES_A_QUEUE = """import os
+try:
+    with open('/dev/mqueue/left-by-a-runner-%%d' %% os.getpid(), 'w'):
+        said = 'made'
+except OSError as error:
+    said = error.strerror
+with open(%r, 'a') as told:
+    told.write(said + '\\n')
+"""
+
+
+@pytest.fixture
+def machine_queues():
+    """/dev/mqueue, mounted for the test where the machine has none (systemd and Docker mount it)."""
+    folder = Path("/dev/mqueue")
+    made = not os.path.ismount(str(folder))
+    if made:
+        folder.mkdir(exist_ok=True)
+        subprocess.run(["mount", "-t", "mqueue", "mqueue", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        for name in os.listdir(str(folder)):
+            if name.startswith("left-by-a-runner-"):
+                os.unlink(str(folder / name))
+        if made:
+            subprocess.run(["umount", str(folder)], check=True)
+            folder.rmdir()
+
+
+def test_a_runner_leaves_no_message_queue_on_the_machine(tmp_path, drop_box, machine_queues):
+    told = writable_by_all(drop_box / "said")
+    runner = tmp_path / "runner.py"
+    runner.write_text(LEAVES_A_QUEUE % str(told) + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    tries = told.read_text().split("\n")[:-1]
+    assert tries, graded.explain()  # it tried
+    left = [name for name in os.listdir(str(machine_queues)) if name.startswith("left-by-a-runner-")]
+    assert not left and "made" not in tries, "a runner left message queues: %s" % left
+    assert graded.rc == 0, graded.explain()
+
+
 FORK_FLOOD = """import os, time
 children = 0
 try:
