@@ -14,6 +14,8 @@ import os
 import resource
 import select
 import signal
+import socket
+import struct
 import subprocess
 import time
 import uuid
@@ -29,7 +31,7 @@ from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.libc import LIBC
 from conformance.observations import Observations
 from conformance.result import LOCK_CLAUSE, ProcessInfo, Result
-from conformance.sandbox import CHROOT, STATE_DIR, SUB_DIR, Lab, remove_labs_of
+from conformance.sandbox import CHROOT, NAMESPACE, STATE_DIR, SUB_DIR, Lab, remove_labs_of
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -261,8 +263,12 @@ def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = N
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+_CLONE_NEWPID = 0x20000000
+_PROC_FLAGS = 2 | 4 | 8  # nosuid, nodev, noexec
+
+
 def _stand_between(
-    lab_preexec: Optional[Callable[[], None]], user: Optional[RunnerUser], tell_pid: int
+    lab_preexec: Optional[Callable[[], None]], user: Optional[RunnerUser], tell_pid: int, own_processes: bool
 ) -> Callable[[], None]:
     """What the runner's child process runs before exec: enter the lab, then fork once more.
 
@@ -271,6 +277,9 @@ def _stand_between(
     parent therefore kills this stand-in, never the harness; and the runner itself becomes
     `user`, which may not signal the stand-in at all. The stand-in writes the runner's pid to
     the pipe `tell_pid`, so the harness need not look for it in /proc.
+
+    With `own_processes` (namespace mode), the runner also gets a PID namespace whose first
+    process is the stand-in's (see _first_of_namespace): it sees no process but its own.
     """
 
     def preexec() -> None:
@@ -285,27 +294,105 @@ def _stand_between(
         # a container (tini): a killed grandchild must not linger as a zombie that kill(-pgid, 0)
         # still counts, least of all where a runner has no /proc to tell zombies apart (chroot).
         LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        pid = LIBC.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
-        if pid != 0:
-            if pid > 0:
-                os.write(tell_pid, b"%d" % pid)
-            os.closerange(3, 65536)  # let the parent see the exec succeed (its pipe is ours too)
-            if pid < 0:
-                os._exit(125)
-            while True:
-                ended, status = os.waitpid(-1, 0)
-                if ended == pid:
-                    break
-            if os.WIFSIGNALED(status):
-                if os.WTERMSIG(status) != signal.SIGKILL:  # SIGKILL's handler cannot be set
-                    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-                os.kill(os.getpid(), os.WTERMSIG(status))
-            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 125)
+        if own_processes and LIBC.unshare(_CLONE_NEWPID) == 0:
+            _first_of_namespace(tell_pid)
+        else:
+            pid = LIBC.fork()  # libc's, not os.fork: no Python fork hooks run in this half-made child
+            if pid != 0:
+                if pid > 0:
+                    os.write(tell_pid, b"%d" % pid)
+                os.closerange(3, 65536)  # let the parent see the exec succeed (its pipe is ours too)
+                _end_as(_wait_for(pid) if pid > 0 else None)
         os.close(tell_pid)  # the runner must not hold it: the harness reads it to its end
         if user is not None:
             user.drop()
 
     return preexec
+
+
+def _first_of_namespace(tell_pid: int) -> None:
+    """Fork the first process of the PID namespace just made, which forks the runner; return in
+    the runner only.
+
+    Three processes then: the harness's child outside the namespace (it ends as the runner ends,
+    as a stand-in does), the namespace's first process (its init: it reaps every orphan, and it
+    lives on while anything the runner left runs, for S2.4 and S6.4 to find; when it ends, the
+    kernel ends everything in the namespace) and the runner. The runner says who it is on a
+    socket, which gives its pid as the harness's child sees it; the init tells that child how the
+    runner ended through a pipe. The harness is told both pids ("RUNNER INIT").
+    """
+    ended_r, ended_w = os.pipe()
+    told, telling = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    told.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    init = LIBC.fork()
+    if init != 0:  # the harness's child, outside the namespace
+        telling.close()
+        os.close(ended_w)
+        runner = _sender(told) if init > 0 else None
+        if runner is not None:
+            os.write(tell_pid, b"%d %d" % (runner, init))
+        os.closerange(3, ended_r)  # let the harness see the exec succeed (its pipe is ours too)
+        os.closerange(ended_r + 1, 65536)
+        said = os.read(ended_r, 4) if runner is not None else b""
+        _end_as(struct.unpack("i", said)[0] if len(said) == 4 else None)
+    told.close()
+    os.close(ended_r)
+    # A /proc of the namespace: only its processes, and of those only the uid's own. Where it
+    # cannot be mounted (a user namespace may not), the lab's own /proc stays (sandbox._processes).
+    LIBC.mount(b"proc", b"/proc", b"proc", _PROC_FLAGS, b"hidepid=invisible")
+    runner = LIBC.fork()
+    if runner == 0:
+        telling.send(b"r")  # with SO_PASSCRED the kernel adds this process's pid, as the receiver sees it
+        telling.close()
+        os.close(ended_w)
+        return
+    telling.close()
+    os.close(tell_pid)
+    os.closerange(3, ended_w)
+    os.closerange(ended_w + 1, 65536)
+    if runner < 0:
+        os._exit(125)
+    os.setsid()  # out of the runner's process group: a kill of that group leaves the init be
+    # The harness's child may be gone when the runner ends (killed with the runner's group, when
+    # it hung): telling it must not end the init, and with it what S2.4 and S6.4 are to find.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    while True:
+        try:
+            ended, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)  # nothing left in the namespace
+        if ended == runner:
+            try:
+                os.write(ended_w, struct.pack("i", status))
+            except OSError:
+                pass
+            os.close(ended_w)
+
+
+def _sender(sock: socket.socket) -> Optional[int]:
+    """The pid of the process that sent the one message on `sock` (None if none did)."""
+    message, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(struct.calcsize("iII")))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and message:
+            return struct.unpack("iII", data[: struct.calcsize("iII")])[0]
+    return None
+
+
+def _wait_for(pid: int) -> int:
+    """Reap children until `pid` ends; its wait status."""
+    while True:
+        ended, status = os.waitpid(-1, 0)
+        if ended == pid:
+            return status
+
+
+def _end_as(status: Optional[int]) -> None:
+    """End this process the way wait status `status` says its runner ended (None: 125)."""
+    if status is not None and os.WIFSIGNALED(status):
+        if os.WTERMSIG(status) != signal.SIGKILL:  # SIGKILL's handler cannot be set
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else 125)
 
 
 class Invocation:
@@ -351,7 +438,7 @@ class Invocation:
                 stderr=self._stderr,
                 env=dict(env),
                 cwd=str(lab.sub) if lab.mode != "namespace" else None,
-                preexec_fn=_stand_between(lab.preexec(), lab.user, pid_w),
+                preexec_fn=_stand_between(lab.preexec(), lab.user, pid_w, own_processes=lab.mode == NAMESPACE),
                 start_new_session=True,
                 pass_fds=(pid_w,),
             )
@@ -360,12 +447,13 @@ class Invocation:
             raise
         finally:
             os.close(pid_w)
-        # The runner is the stand-in's only child; signals for "the runner" must reach it, never
-        # the stand-in (whose death would pass for the runner's).
+        # The runner is the stand-in's only child (or its PID namespace's init's); signals for "the
+        # runner" must reach it, never the stand-in (whose death would pass for the runner's).
         with os.fdopen(pid_r, "rb") as told:
-            said = told.read(32)
+            said = [int(word) for word in told.read(64).split() if word.isdigit()]
         # Nothing said: the stand-in could not fork. Its own pid then, which has no runner to signal.
-        self.pid = int(said) if said.isdigit() else self.process.pid
+        self.pid = said[0] if said else self.process.pid
+        self.parent = said[1] if len(said) > 1 else self.process.pid  # the runner's parent
         self.cpu_wait.add(own_thread_waited() - harness_waited)
         self._sample_cpu_wait()
 
@@ -405,7 +493,7 @@ class Invocation:
             parent = int(stat_fields("/proc/%d/stat" % self.pid)[1])
         except (OSError, IndexError, ValueError):
             return False
-        return parent == self.process.pid
+        return parent == self.parent
 
     def wait_settled(self) -> None:
         """Return once every thread of the runner has been asleep for SETTLE_S (or after APPEAR_S)."""
@@ -432,7 +520,7 @@ class Invocation:
         if self.process.poll() is None:
             below = [pid for pid in family(self.process.pid) if pid not in found]
             found.update((process.pid, process) for process in as_processes(below))
-        return [process for pid, process in found.items() if pid not in (self.process.pid, self.pid)]
+        return [process for pid, process in found.items() if pid not in (self.process.pid, self.parent, self.pid)]
 
     def left_behind(self) -> List[psutil.Process]:
         """What still runs of this runner once it has ended.
@@ -811,7 +899,7 @@ class Driver:
                 pids.update([helper.pid] + family(helper.pid))
         for other in self._invocations:
             if other is not invocation and other.took_s is None:
-                pids.update([other.process.pid, other.pid] + [process.pid for process in other.descendants()])
+                pids.update([other.process.pid, other.parent, other.pid] + [p.pid for p in other.descendants()])
         return pids
 
     def run(self, *args: str, env: Optional[Mapping[str, str]] = None, expect_s: float = 0.0) -> Result:

@@ -6,7 +6,8 @@ its own version of those two folders. Two ways to give it one:
 * ``namespace``: each process the harness starts enters private mount, network and IPC
   namespaces and a root of its own (see MountPlan): the machine's programs and libraries and the
   runner's interpreter, read-only; the test's own folders at the lab's paths; /tmp, /var/tmp and
-  /dev/shm empty and private to it (its own lab shown again at its path); no network at all.
+  /dev/shm empty and private to it (its own lab shown again at its path); no network at all;
+  and, for the runner itself, a PID namespace of its own (processes._first_of_namespace).
   Nothing else of the machine is there: no other lab, no home folder, no checkout. Tests run in
   parallel and the real folders are never touched.
 * ``chroot``: where no namespace can be made but chroot can (an unprivileged container with
@@ -142,10 +143,10 @@ def _pivot_root(new_root: str) -> None:
 
 def _processes(target: str) -> None:
     """A /proc in which a process sees only processes of its own uid: a runner reads neither the
-    grader's command line nor a classmate's runner's. A PID namespace would hide them too, but its
-    first process ends everything in it when it ends, also what a runner left running, which S2.4
-    and S6.4 must find. Where /proc cannot be mounted so (a user namespace; a kernel before 5.8,
-    where it would change the machine's own /proc), the machine's is shown as it is."""
+    grader's command line nor a classmate's runner's. The runner's stand-in mounts another one
+    over it in the runner's PID namespace (processes._first_of_namespace); this one is what is
+    left where that cannot be done. Where /proc cannot be mounted so (a user namespace; a kernel
+    before 5.8, where it would change the machine's own /proc), the machine's is shown as it is."""
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     try:
         _mount("proc", target, "proc", flags, "hidepid=invisible")

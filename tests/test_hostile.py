@@ -490,7 +490,7 @@ for name in os.listdir('/proc'):
     except (OSError, ValueError):
         pass
 with open(%r, 'a') as told:
-    told.write(repr(seen) + '\\n')
+    told.write(repr((os.getppid(), seen)) + '\\n')
 """
 
 
@@ -502,10 +502,12 @@ def test_a_runner_reads_no_command_line_of_the_grader_or_of_other_runners(tmp_pa
     assert graded.rc == 0, graded.explain()
     calls = [eval(line) for line in told.read_text().splitlines()]  # written by the runner
     assert len(calls) > 10, calls
-    for seen in calls:
+    for parent, seen in calls:
         assert any("runner.py" in line for line in seen), seen  # it did read /proc: its own is there
         others = [line for line in seen if "conformance" in line or "pytest" in line]
         assert not others, "a runner read the grader's command line: %s" % others
+        # A PID namespace of its own, whose first process is the grader's stand-in.
+        assert parent == 1, "the runner's parent is pid %d, not its namespace's first process" % parent
 
 
 # Writes files of 8 MB each (each under the per-file limit) into its lab until it can write no
