@@ -367,6 +367,7 @@ def _first_of_namespace(tell_pid: int) -> None:
             except OSError:
                 pass
             os.close(ended_w)
+            runner = -1  # told once: a later process given the same pid is an orphan like any other
 
 
 def _sender(sock: socket.socket) -> Optional[int]:
