@@ -31,7 +31,7 @@ from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.libc import LIBC
 from conformance.observations import Observations
 from conformance.result import LOCK_CLAUSE, ProcessInfo, Result
-from conformance.sandbox import CHROOT, NAMESPACE, STATE_DIR, SUB_DIR, Lab, remove_labs_of
+from conformance.sandbox import CHROOT, NAMESPACE, STATE_DIR, SUB_DIR, Lab, mount_own_processes, remove_labs_of
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -264,7 +264,6 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 _CLONE_NEWPID = 0x20000000
-_PROC_FLAGS = 2 | 4 | 8  # nosuid, nodev, noexec
 
 
 def _stand_between(
@@ -339,7 +338,10 @@ def _first_of_namespace(tell_pid: int) -> None:
     os.close(ended_r)
     # A /proc of the namespace: only its processes, and of those only the uid's own. Where it
     # cannot be mounted (a user namespace may not), the lab's own /proc stays (sandbox._processes).
-    LIBC.mount(b"proc", b"/proc", b"proc", _PROC_FLAGS, b"hidepid=invisible")
+    try:
+        mount_own_processes("/proc")
+    except OSError:
+        pass
     runner = LIBC.fork()
     if runner == 0:
         telling.send(b"r")  # with SO_PASSCRED the kernel adds this process's pid, as the receiver sees it

@@ -147,11 +147,16 @@ def _processes(target: str) -> None:
     over it in the runner's PID namespace (processes._first_of_namespace); this one is what is
     left where that cannot be done. Where /proc cannot be mounted so (a user namespace; a kernel
     before 5.8, where it would change the machine's own /proc), the machine's is shown as it is."""
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     try:
-        _mount("proc", target, "proc", flags, "hidepid=invisible")
+        mount_own_processes(target)
     except OSError:
         _bind("/proc", target, read_only=False)
+
+
+def mount_own_processes(target: str) -> None:
+    """Mount at `target` a /proc of the caller's PID namespace that shows a process only the
+    processes of its own uid; raises OSError where that cannot be done."""
+    _mount("proc", target, "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "hidepid=invisible")
 
 
 def interpreter_folders(python: str) -> List[Path]:
