@@ -63,12 +63,14 @@ POINT_UNIT = 10_000
 def _share(points: float, test_ids: List[str]) -> Dict[str, float]:
     """`points` split evenly over `test_ids` in units of 1/POINT_UNIT, the remainder one unit
     each to the first ones: each share shows exactly, and the shares add up to `points` as
-    shown (3 points over 7 checks: 0.4286 five times and 0.4285 twice, not 7 x 0.4286 = 3.0002)."""
+    shown (3 points over 7 checks: 0.4286 five times and 0.4285 twice, not 7 x 0.4286 = 3.0002).
+    "First" is by id, not by the order the checks finished in: a runner failing one of them then
+    scores the same in every grading."""
     if not test_ids:
         return {}
     units = round(points * POINT_UNIT)
     each, extra = divmod(units, len(test_ids))
-    return {test_id: (each + (index < extra)) / POINT_UNIT for index, test_id in enumerate(test_ids)}
+    return {test_id: (each + (index < extra)) / POINT_UNIT for index, test_id in enumerate(sorted(test_ids))}
 
 
 def load(path: Optional[Path] = None) -> LabConfig:
