@@ -15,13 +15,15 @@ Nor can it add up waits it makes cheaply: many threads or processes that sleep a
 little CPU, but each wake waits for a CPU on a busy machine. What a late runner waited on its
 way is its main thread's wait, and its commands' while they start: only those count (the few
 ms a timer or relay thread of a right runner waits on a wake are within every bound's margin).
+The CPU a runner used is that of its whole family (sample_family): what it let go of (orphans its
+stand-in adopted) and what has already ended keep the CPUs as busy as its own threads do.
 """
 
 import os
 import time
 from typing import Dict, List, Tuple
 
-from conformance import procfs
+from conformance import procfs, timing
 
 # How long a process under a runner runs (STARTING_NS) or lives (STARTING_S, from when it was first
 # seen) before its CPU wait no longer counts, and how many of them count (see CpuWait.sample).
@@ -37,6 +39,11 @@ def _schedstat(path: str) -> Tuple[int, int]:
     """A thread's time on a CPU and its CPU wait so far (ns), from its schedstat file."""
     fields = procfs.read(path).split()
     return int(fields[0]), int(fields[1])
+
+
+# Of procfs.stat_fields: utime, stime, cutime, cstime, in clock ticks. The last two are those of the
+# children a process has reaped (and theirs): what has ended below it still counts.
+_CPU_TICKS = slice(11, 15)
 
 
 def _children(pid: int, tid: str) -> List[int]:
@@ -59,6 +66,7 @@ class CpuWait:
         self._ran: Dict[Tuple[int, int], int] = {}  # each thread's time on a CPU, the largest seen
         self._also_ns = 0
         self._starting: Dict[int, float] = {}  # processes under the sampled one: when first seen
+        self._family_ticks = 0  # CPU of a sampled family, the largest seen (see sample_family)
 
     def sample(self, pid: int, below: bool = False) -> None:
         """Sample process `pid`; with `below`, also what waits to start under it.
@@ -96,6 +104,27 @@ class CpuWait:
                 if below:
                     pending += [(child, self._still_starting(child, now)) for child in _children(current, tid)]
 
+    def sample_family(self, root: int) -> None:
+        """Sample the CPU used by process `root` and everything below it, ended or not (busy_s).
+
+        A process's reaped children count in its own stat file, so `root`, the stand-in or PID
+        namespace init that adopts every orphan and reaps the runner, accounts for all that ended
+        once reaped. The largest total seen is kept: a process that ended and was not waited for
+        (children of a runner that ignores SIGCHLD) leaves the sum.
+        """
+        ticks = 0
+        pending = [root]
+        while pending:
+            current = pending.pop()
+            try:
+                ticks += sum(int(field) for field in procfs.stat_fields("/proc/%d/stat" % current)[_CPU_TICKS])
+                threads = os.listdir("/proc/%d/task" % current)
+            except (OSError, ValueError):
+                continue  # ended: reaped, its time is its parent's now
+            for tid in threads:
+                pending += _children(current, tid)
+        self._family_ticks = max(self._family_ticks, ticks)
+
     def _still_starting(self, child: int, now: float) -> bool:
         """Does what process `child` (under the sampled one) waits still count, by its age?"""
         first_seen = self._starting.get(child)
@@ -115,8 +144,9 @@ class CpuWait:
 
     @property
     def busy_s(self) -> float:
-        """Seconds the sampled processes ran on a CPU (what ended between samples is partly missed)."""
-        return sum(self._ran.values()) / 1e9
+        """Seconds the sampled processes ran on a CPU: their threads' time (to the ns, but what ended
+        between samples is partly missed) or their family's (to the clock tick), the larger."""
+        return max(sum(self._ran.values()) / 1e9, self._family_ticks / timing.CLOCK_TICKS)
 
     def excuse_s(self, elapsed_s: float) -> float:
         """The wait that may excuse lateness over `elapsed_s`: none for a runner that kept the CPUs

@@ -107,7 +107,7 @@ def family(ancestor: int) -> List[int]:
         if not name.isdigit():
             continue
         try:
-            fields = stat_fields("/proc/%s/stat" % name)
+            fields = procfs.stat_fields("/proc/%s/stat" % name)
             if fields[0] != b"Z":
                 children.setdefault(int(fields[1]), []).append(int(name))
         except (OSError, IndexError, ValueError):
@@ -183,18 +183,9 @@ def runs_as(process: psutil.Process, argv: Sequence[str]) -> bool:
         return False
 
 
-def stat_fields(path: str) -> List[bytes]:
-    """The fields of a /proc stat file that follow the program's name: state, ppid, ... starttime.
-
-    The name stands in parentheses and may hold spaces and parentheses itself (a runner chooses
-    it), so the fields start after the last ')'. Raises OSError when the process is gone.
-    """
-    return procfs.read(path).rsplit(b")", 1)[1].split()
-
-
 def started_at(pid: int) -> float:
     """When process `pid` started, on timing.now()'s clock (to a clock tick, rounded down)."""
-    return int(stat_fields("/proc/%d/stat" % pid)[19]) / timing.CLOCK_TICKS
+    return int(procfs.stat_fields("/proc/%d/stat" % pid)[19]) / timing.CLOCK_TICKS
 
 
 def all_asleep(pid: int) -> bool:
@@ -205,7 +196,7 @@ def all_asleep(pid: int) -> bool:
         return True  # gone: nothing of it can still be starting anything
     for tid in tids:
         try:
-            state = stat_fields("/proc/%d/task/%s/stat" % (pid, tid))[0]
+            state = procfs.stat_fields("/proc/%d/task/%s/stat" % (pid, tid))[0]
         except (OSError, IndexError):
             continue  # a thread that ended meanwhile
         if state not in (b"S", b"D"):
@@ -464,6 +455,7 @@ class Invocation:
         self.cpu_wait.sample(self.process.pid)
         if self.pid != self.process.pid:
             self.cpu_wait.sample(self.pid, below=True)  # and the commands it starts
+        self.cpu_wait.sample_family(self.parent)  # all it used: its orphans too, and what ended
 
     def running(self) -> bool:
         self._sample_cpu_wait()
@@ -493,7 +485,7 @@ class Invocation:
         Once the stand-in has reaped a runner that ended, the pid is free for any new process.
         """
         try:
-            parent = int(stat_fields("/proc/%d/stat" % self.pid)[1])
+            parent = int(procfs.stat_fields("/proc/%d/stat" % self.pid)[1])
         except (OSError, IndexError, ValueError):
             return False
         return parent == self.parent

@@ -27,3 +27,12 @@ def read(path: str) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def stat_fields(path: str) -> List[bytes]:
+    """The fields of a /proc stat file that follow the program's name: state, ppid, ... starttime.
+
+    The name stands in parentheses and may hold spaces and parentheses itself (a runner chooses
+    it), so the fields start after the last ')'. Raises OSError when the process is gone.
+    """
+    return read(path).rsplit(b")", 1)[1].split()

@@ -137,7 +137,8 @@ def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cp
 # grading's first basic call runs plainly): before running its command it moves to that CPU and
 # computes for 0.6 s of CPU time, so it ends late, by less than it waited. With LINGER it also
 # waits after its command succeeds, which no CPU wait can explain. With HOGS it starts the busy
-# processes itself, and its own load excuses nothing.
+# processes itself, and its own load excuses nothing; with ORPHANS it lets go of them (a double
+# fork: they run on as orphans, no longer under the runner).
 CONTENDED = """
 import os, signal, subprocess, sys, time
 args = sys.argv[1:]
@@ -146,17 +147,24 @@ if "--backoff" not in args:
 os.sched_setaffinity(0, {CPU})
 hogs = []
 for _ in range(HOGS):
+    told, tell = os.pipe()
     pid = os.fork()
     if pid == 0:
+        if ORPHANS and os.fork():
+            os._exit(0)
+        os.write(tell, str(os.getpid()).encode())
         while True:
             pass
-    hogs.append(pid)
+    if ORPHANS:
+        os.waitpid(pid, 0)
+    hogs.append(int(os.read(told, 32)))
 spent = time.process_time() + 0.6
 while time.process_time() < spent:
     pass
 for pid in hogs:
     os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    if not ORPHANS:
+        os.waitpid(pid, 0)
 code = subprocess.call(args[args.index("--") + 1:])
 time.sleep(LINGER)
 sys.exit(code)
@@ -188,10 +196,10 @@ sys.exit(code)
 """
 
 
-def contended_runner(tmp_path: Path, linger: float, hogs: int = 0) -> Path:
-    runner = tmp_path / ("linger-%g-hogs-%d" % (linger, hogs)) / "runner.py"
+def contended_runner(tmp_path: Path, linger: float, hogs: int = 0, orphans: bool = False) -> Path:
+    runner = tmp_path / ("linger-%g-hogs-%d-%s" % (linger, hogs, orphans)) / "runner.py"
     runner.parent.mkdir()
-    source = CONTENDED.replace("LINGER", repr(linger)).replace("HOGS", str(hogs))
+    source = CONTENDED.replace("LINGER", repr(linger)).replace("HOGS", str(hogs)).replace("ORPHANS", str(orphans))
     runner.write_text(source.replace("CPU", str(CONTENDED_CPU)))
     return runner
 
@@ -223,10 +231,12 @@ def test_a_runner_cannot_excuse_its_lateness_with_threads_that_wait(tmp_path, bu
     assert "no wait after a success" in check["message"]
 
 
-def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path):
+@pytest.mark.parametrize("orphans", [False, True], ids=["children", "orphans"])
+def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path, orphans):
     # The same lateness as the first test's, from busy processes the runner started itself: a
-    # runner could always do that to be excused, so it is judged by the bound alone.
-    graded = grade(tmp_path, contended_runner(tmp_path, 0, hogs=3), *SUCCESS_CHECK, workers=0)
+    # runner could always do that to be excused, so it is judged by the bound alone. Busy
+    # processes it let go of (orphans, which its stand-in adopts) are its own load all the same.
+    graded = grade(tmp_path, contended_runner(tmp_path, 0, hogs=3, orphans=orphans), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     assert "no wait after a success" in check["message"]
