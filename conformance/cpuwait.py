@@ -17,13 +17,25 @@ way is its main thread's wait, and its commands' while they start: only those co
 ms a timer or relay thread of a right runner waits on a wake are within every bound's margin).
 The CPU a runner used is that of its whole family (sample_family): what it let go of (orphans its
 stand-in adopted) and what has already ended keep the CPUs as busy as its own threads do.
+
+A runner can also make only itself wait: pin itself to a CPU others keep busy, or lower its own
+share of the CPU, while the machine has room for everyone else. So the last play of a check,
+played alone, also measures the machine itself (Probe: a process of the grader's that computes a
+little and sleeps, started as a runner is, in a session of its own): its wait per second on a
+CPU is what the machine makes a process that asks for the CPU wait. A runner late by more than
+that rate could explain (machine_wait_s), generously counted, made its own wait: it fails.
 """
 
+import contextlib
 import os
+import signal
+import subprocess
+import sys
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from conformance import procfs, timing
+from conformance.libc import LIBC
 
 # How long a process under a runner runs (STARTING_NS) or lives (STARTING_S, from when it was first
 # seen) before its CPU wait no longer counts, and how many of them count (see CpuWait.sample).
@@ -160,3 +172,69 @@ def own_thread_waited() -> float:
         return _schedstat("/proc/thread-self/schedstat")[1] / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+# The probe computes PROBE_BUSY_S of CPU, then sleeps PROBE_SLEEP_S: a tenth of one CPU, only while
+# the last play of an unsettled check runs. Measured on two cores, its wait per second on a CPU
+# follows that of a process computing on the same CPUs (0.07 against 3.0 where that process had
+# pinned itself to a CPU three others kept busy; 1.8 against 2.0, 4.2 against 3.8 on a machine
+# busy for everyone).
+PROBE_BUSY_S, PROBE_SLEEP_S = 0.0005, 0.0045
+_PROBE_SOURCE = (
+    "import time\n"
+    "while True:\n"
+    "    busy_until = time.thread_time() + %r\n"
+    "    while time.thread_time() < busy_until:\n"
+    "        pass\n"
+    "    time.sleep(%r)\n" % (PROBE_BUSY_S, PROBE_SLEEP_S)
+)
+# How much of the machine's wait rate, and what more, may excuse a runner's lateness: twice the
+# rate over all the CPU its family used, and 0.1 s for the wakes on its way.
+MACHINE_MARGIN, MACHINE_WAKES_S = 2.0, 0.1
+_PR_SET_PDEATHSIG = 1
+
+_probe: Optional["subprocess.Popen[bytes]"] = None
+
+
+@contextlib.contextmanager
+def probing() -> Iterator[None]:
+    """Measure the machine (see the module's docstring) while the block runs: machine_wait_s
+    then says how late the machine can have made a runner."""
+    global _probe
+
+    def preexec() -> None:
+        LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # never outlives the grading
+
+    _probe = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _PROBE_SOURCE],
+        stdin=subprocess.DEVNULL,
+        # In a session of its own, as a runner is: the scheduler shares a CPU between sessions.
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
+    try:
+        yield
+    finally:
+        probe, _probe = _probe, None
+        probe.kill()
+        probe.wait()
+
+
+def probe_reading() -> Optional[Tuple[int, int]]:
+    """The probe's time on a CPU and its wait so far (ns), or None when nothing is probing."""
+    if _probe is None:
+        return None
+    try:
+        return _schedstat("/proc/%d/schedstat" % _probe.pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_wait_s(since: Optional[Tuple[int, int]], busy_s: float) -> Optional[float]:
+    """How late a machine as busy as the probe found it since `since` can have made a runner whose
+    family used `busy_s` of CPU; None when the machine was not probed (or the probe never ran)."""
+    now = probe_reading()
+    if since is None or now is None or now[0] <= since[0]:
+        return None
+    rate = (now[1] - since[1]) / (now[0] - since[0])  # seconds waited per second on a CPU
+    return MACHINE_MARGIN * rate * busy_s + MACHINE_WAKES_S

@@ -255,13 +255,21 @@ def in_time(late_s: float, clause: str, expected: str, actual: str, result: Resu
     """Fail `clause` if the runner was `late_s` (> 0) past an upper timing bound.
 
     Lateness no greater than the runner's CPU wait is Unsettled instead: a busy machine can make a
-    right runner that late, and only a measurement it cannot explain may fail one.
+    right runner that late, and only a measurement it cannot explain may fail one. Where the
+    machine itself was measured (a check's last play), a wait it cannot explain is the runner's own.
     """
     __tracebackhide__ = True
     if late_s <= 0:
         return
     if late_s <= result.cpu_wait_s:
-        raise Unsettled(clause, late_s, result.cpu_wait_s)
+        if result.machine_wait_s is None or late_s <= result.machine_wait_s:
+            raise Unsettled(clause, late_s, result.cpu_wait_s)
+        actual += say(
+            " (it waited %.2fs for a CPU, but this machine, measured alone, can have made it late by %.2fs "
+            "at most: the rest is the runner's own, by its CPU affinity, its priority or the load it makes)",
+            "(CPU を %.2f 秒待ちましたが、単独で測ったこのマシンが生む遅れは最大 %.2f 秒です。"
+            "残りは runner 自身の CPU アフィニティ・優先度・負荷によるものです)",
+        ) % (result.cpu_wait_s, result.machine_wait_s)
     fail(clause, expected, actual, result, hint)
 
 

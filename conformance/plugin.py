@@ -18,7 +18,19 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import commands, expect, forks, identity, labfiles, machine, observations, report, scenarios, view
+from conformance import (
+    commands,
+    cpuwait,
+    expect,
+    forks,
+    identity,
+    labfiles,
+    machine,
+    observations,
+    report,
+    scenarios,
+    view,
+)
 from conformance.blocking import Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
@@ -414,8 +426,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
 
     Waiting for a CPU only ever makes a runner later, so a pass is a pass however busy the machine;
     a bound missed by no more than that wait is measured again, up to PLAYS times in all, each
-    replay alone on the machine (machine.turn), and if the machine never lets it be judged, the
-    check is an error of the grading, not a failure.
+    replay alone on the machine (machine.turn). The last, when alone, also measures the machine
+    itself (cpuwait.probing): a runner that waited more than the machine made anyone wait fails.
+    If the machine never lets it be judged, the check is an error of the grading, not a failure.
     """
     if not isinstance(pyfuncitem.funcargs.get("runner"), Driver):
         return None  # not a check of a runner: pytest calls it as usual
@@ -427,8 +440,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
             else:
                 pyfuncitem.user_properties.append(("plays", replay + 1))
                 pyfuncitem._pyops_first_play.close()  # type: ignore[attr-defined]
-                with machine.turn(alone=True), _driven(pyfuncitem, replay) as driver:
-                    pyfuncitem.obj(**dict(arguments, runner=driver))
+                with machine.turn(alone=True) as alone, contextlib.ExitStack() as measured:
+                    if alone and replay == PLAYS - 1:
+                        measured.enter_context(cpuwait.probing())
+                    with _driven(pyfuncitem, replay) as driver:
+                        pyfuncitem.obj(**dict(arguments, runner=driver))
             return True
         except expect.Unsettled as unsettled:
             last = unsettled

@@ -26,7 +26,7 @@ import psutil
 
 from conformance import expect, identity, labfiles, procfs, timing
 from conformance.commands import FLAKY_STATE
-from conformance.cpuwait import CpuWait, own_thread_waited
+from conformance.cpuwait import CpuWait, machine_wait_s, own_thread_waited, probe_reading
 from conformance.identity import RunnerUser, kill_until_gone, sweep_at_the_end
 from conformance.libc import LIBC
 from conformance.observations import Observations
@@ -421,6 +421,7 @@ class Invocation:
         # What the runner (and the harness and stand-in starting it) waited for a CPU: the part
         # of its timings a busy machine, not the runner, is to blame for.
         self.cpu_wait = CpuWait()
+        self._probed = probe_reading()  # the machine's own wait, in a check's last play
         harness_waited = own_thread_waited()
         self.started = timing.now()
         pid_r, pid_w = os.pipe()
@@ -676,6 +677,7 @@ class Invocation:
             hung_after_s=hung_after_s if hung else None,
             duration_s=ended - self.started,
             cpu_wait_s=self.cpu_wait.excuse_s(ended - self.started),
+            machine_wait_s=machine_wait_s(self._probed, self.cpu_wait.busy_s),
             ended_at=ended_at,
             ended=ended,
             stdout=stdout,

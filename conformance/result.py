@@ -102,6 +102,9 @@ class Result:
     # Of duration_s, the time the runner (or the harness starting it) was ready to run but waited
     # for a CPU: a busy machine's share of its lateness (see cpuwait.py).
     cpu_wait_s: float = 0.0
+    # How late the machine itself can have made it (cpuwait.machine_wait_s): measured in a check's
+    # last play only, None otherwise.
+    machine_wait_s: Optional[float] = None
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""

@@ -1,5 +1,6 @@
 """Fixtures shared by the project's own tests."""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -40,7 +41,20 @@ BUSY_CPU = min(os.sched_getaffinity(0))
 
 
 @pytest.fixture
-def busy_cpu():
+def own_busy_cpu():
+    """BUSY_CPU's load for this test alone: tests that load it take turns (under xdist too), so
+    one test's hogs never make another's runner later than that test means it to be."""
+    path = Path(tempfile.gettempdir()) / ("pyops-tests-busy-cpu-%d.lock" % os.getuid())
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def busy_cpu(own_busy_cpu):
     """Three processes that keep BUSY_CPU busy: a machine loaded by others than the runner.
     Each in a session of its own: where the kernel shares the CPU between sessions (autogroup), as
     between the runner's and three other users', the runner gets a quarter of it."""

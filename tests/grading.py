@@ -1,12 +1,13 @@
 """Run the conformance suite on a runner as a user would (a subprocess), and read its report."""
 
 import csv
+import os
 import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "runner" / "runner.py"
@@ -48,14 +49,21 @@ def grade(
     workers: int = 4,
     env: Optional[Dict] = None,
     suite_python: str = sys.executable,
+    cpus: Optional[Set[int]] = None,
 ) -> Grading:
-    """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`."""
+    """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`, on `cpus` only if given."""
     report = tmp_path / "report.json"
     argv = [suite_python, "-m", "conformance", "--json", str(report), "-n", str(workers)]
     if runner is not None:
         argv += ["--runner", str(runner)]
     done = subprocess.run(
-        argv + list(options), capture_output=True, text=True, timeout=SUITE_TIMEOUT_S, cwd=str(tmp_path), env=env
+        argv + list(options),
+        capture_output=True,
+        text=True,
+        timeout=SUITE_TIMEOUT_S,
+        cwd=str(tmp_path),
+        env=env,
+        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
     )
     data = json.loads(report.read_text()) if report.exists() else None
     return Grading(done.returncode, done.stdout, done.stderr, data)

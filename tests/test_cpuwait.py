@@ -205,13 +205,24 @@ def contended_runner(tmp_path: Path, linger: float, hogs: int = 0, orphans: bool
 
 
 def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_path, busy_cpu):
-    graded = grade(tmp_path, contended_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+    # The whole grading on the busy CPU: the machine is as busy for the grader as for the runner.
+    graded = grade(tmp_path, contended_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0, cpus={CONTENDED_CPU})
     (check,) = graded.report["tests"]
     # Never a failure: the lateness is the CPU's; never a pass either: it was never on time.
     assert graded.rc == 2 and check["outcome"] == "error", graded.explain()
     assert check["plays"] == 3 and graded.report["timing"]["played_again"] == 1
     assert "not judged" in check["message"] and "for a CPU" in check["message"]
     assert check["not_judged"] is True  # what a class grades again, alone (classroom/batch.py)
+
+
+def test_a_runner_that_makes_only_itself_wait_fails_when_played_alone(tmp_path, busy_cpu):
+    # The same runner pins itself to the busy CPU while the grading may use every CPU: its wait is
+    # its own doing, which the last play, alone and with the machine measured, shows.
+    graded = grade(tmp_path, contended_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+    (check,) = graded.report["tests"]
+    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
+    assert check["plays"] == 3 and "not_judged" not in check
+    assert "the rest is the runner's own" in check["message"], check["message"]
 
 
 def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path, busy_cpu):
@@ -232,7 +243,7 @@ def test_a_runner_cannot_excuse_its_lateness_with_threads_that_wait(tmp_path, bu
 
 
 @pytest.mark.parametrize("orphans", [False, True], ids=["children", "orphans"])
-def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path, orphans):
+def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path, orphans, own_busy_cpu):
     # The same lateness as the first test's, from busy processes the runner started itself: a
     # runner could always do that to be excused, so it is judged by the bound alone. Busy
     # processes it let go of (orphans, which its stand-in adopts) are its own load all the same.

@@ -54,7 +54,8 @@ class Batch:
 
         Among many gradings at once, a check whose timing the machine left unsettled after all
         its plays makes a submission's grading an error. Graded again with nothing else of the
-        class running, most such checks are judged; what still is not stays an error.
+        class running, most such checks are judged; a runner late by more than the machine, so
+        measured, can explain fails (plugin.pytest_pyfunc_call); what is left stays an error.
         """
         unjudged: List[Job] = []
 
