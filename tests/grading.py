@@ -1,8 +1,8 @@
 """Run the conformance suite on a runner as a user would (a subprocess), and read its report."""
 
 import csv
-import os
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
