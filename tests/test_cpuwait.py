@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import psutil
 import pytest
@@ -105,25 +106,41 @@ def test_what_a_process_started_waits_counts_until_it_got_going():
     assert abs(later[0] - got_going[0]) < 0.005, (got_going, later)
 
 
-def _result(duration_s: float, cpu_wait_s: float) -> Result:
+def _result(duration_s: float, cpu_wait_s: float, machine_wait_s: Optional[float] = None) -> Result:
     files = {"runs": b"", "applied": [], "markers": [], "work": {}}
     return Result(
-        ["run", "--", "true"], 0, None, duration_s, 0.0, 0.0, b"", b"", [], None, lab_files=files, cpu_wait_s=cpu_wait_s
-    )  # type: ignore[arg-type]
+        ["run", "--", "true"],
+        0,
+        None,
+        duration_s,
+        0.0,
+        0.0,
+        b"",
+        b"",
+        [],
+        None,  # type: ignore[arg-type]
+        lab_files=files,
+        cpu_wait_s=cpu_wait_s,
+        machine_wait_s=machine_wait_s,
+    )
 
 
 @pytest.mark.parametrize(
-    "duration_s,cpu_wait_s,verdict",
+    "duration_s,cpu_wait_s,machine_wait_s,verdict",
     [
-        (1.0, 0.0, None),  # within the bound
-        (1.0, 5.0, None),  # within it however busy the machine was
-        (2.0, 0.6, expect.Unsettled),  # 0.5 s late, but 0.6 s waiting for a CPU: judged again
-        (2.0, 0.4, expect.ClauseFailure),  # later than the wait explains: the runner's own doing
-        (0.1, 5.0, expect.ClauseFailure),  # too early: a busy machine never makes a runner early
+        (1.0, 0.0, None, None),  # within the bound
+        (1.0, 5.0, None, None),  # within it however busy the machine was
+        (2.0, 0.6, None, expect.Unsettled),  # 0.5 s late, but 0.6 s waiting for a CPU: judged again
+        (2.0, 0.4, None, expect.ClauseFailure),  # later than the wait explains: the runner's own doing
+        (0.1, 5.0, None, expect.ClauseFailure),  # too early: a busy machine never makes a runner early
+        # The last play, alone, measured the machine too:
+        (2.0, 0.6, 0.5, expect.Unsettled),  # the machine can have made it 0.5 s late: not judged
+        (2.0, 0.6, 0.3, expect.ClauseFailure),  # it can explain only 0.3 s: the wait was the runner's own
+        (1.0, 5.0, 0.0, None),  # and a runner within its bound passes, whatever it measured
     ],
 )
-def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cpu_wait_s, verdict):
-    result = _result(duration_s, cpu_wait_s)
+def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cpu_wait_s, machine_wait_s, verdict):
+    result = _result(duration_s, cpu_wait_s, machine_wait_s)
     if verdict is None:
         expect.took_between(result, 0.5, 1.5, "S2.1", "quick")
     else:
@@ -131,6 +148,21 @@ def test_a_bound_missed_by_no_more_than_the_cpu_wait_is_unsettled(duration_s, cp
             expect.took_between(result, 0.5, 1.5, "S2.1", "quick")
         if verdict is expect.Unsettled:
             assert "S2.1" in str(raised.value) and "0.60s for a CPU" in str(raised.value)
+        elif machine_wait_s is not None:
+            assert "late by 0.30s at most" in str(raised.value) and "the runner's own" in str(raised.value)
+
+
+def test_the_machine_is_measured_only_while_a_probe_runs():
+    assert cpuwait.probe_reading() is None and cpuwait.machine_wait_s(None, 1.0) is None
+    with cpuwait.probing():
+        since = cpuwait.probe_reading()
+        assert since is not None
+        time.sleep(0.3)  # the probe computes a tenth of the time: some ms on a CPU by now
+        measured = cpuwait.machine_wait_s(since, 1.0)
+        assert measured is not None and measured >= cpuwait.MACHINE_WAKES_S
+        probe = cpuwait._probe
+    assert cpuwait.probe_reading() is None
+    assert probe is not None and probe.returncode is not None  # gone with the block
 
 
 # A runner on a CPU that others keep busy, in the check's call (the one with --backoff; the
