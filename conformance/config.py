@@ -1,14 +1,14 @@
 """The lab configuration (TOML): profile, language, points per step or clause, visibility.
 
-The shipped lab.toml is the default. A score is the sum of the points of the checks passed:
-each step's points are shared by its checks (a clause given points of its own shares those
-among its checks, and the step's other clauses share the rest).
+The shipped lab.toml is the default. A score is the sum of the points of the clauses passed
+(verdicts.py): each step's points are shared by its clauses (a clause given points of its own
+keeps those, and the step's other clauses share the rest).
 """
 
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS
 
@@ -38,21 +38,17 @@ class LabConfig:
         step = CLAUSES[clause].step if clause in CLAUSES else ""
         return self.visibility.get(step, self.default_visibility)
 
-    def points(self, tests: List[Mapping]) -> Dict[str, float]:
-        """The most points each test (by id) can earn; tests of no clause earn none."""
-        by_clause: Dict[str, List[str]] = {}
-        for test in tests:
-            if test.get("clause") in CLAUSES:
-                by_clause.setdefault(test["clause"], []).append(test["id"])
-        worth: Dict[str, float] = {test["id"]: 0.0 for test in tests}
+    def worth(self, clauses: Iterable[str]) -> Dict[str, float]:
+        """The most points each of `clauses` (those graded) can earn: its own, or its share of
+        what its step's points leave."""
+        graded = set(clauses)
+        worth: Dict[str, float] = {}
         for step in STEPS:
-            clauses = [clause for clause in by_clause if CLAUSES[clause].step == step]
-            own = {clause: self.clause_points[clause] for clause in clauses if clause in self.clause_points}
-            rest = [test_id for clause in clauses if clause not in own for test_id in by_clause[clause]]
+            in_step = [clause for clause in CLAUSES if clause in graded and CLAUSES[clause].step == step]
+            own = {clause: self.clause_points[clause] for clause in in_step if clause in self.clause_points}
             left = max(0.0, self.step_points.get(step, 0.0) - sum(own.values()))
-            for clause, points in own.items():
-                worth.update(_share(points, by_clause[clause]))
-            worth.update(_share(left, rest))
+            worth.update(own)
+            worth.update(_share(left, [clause for clause in in_step if clause not in own]))
         return worth
 
 
@@ -60,17 +56,16 @@ class LabConfig:
 POINT_UNIT = 10_000
 
 
-def _share(points: float, test_ids: List[str]) -> Dict[str, float]:
-    """`points` split evenly over `test_ids` in units of 1/POINT_UNIT, the remainder one unit
-    each to the first ones: each share shows exactly, and the shares add up to `points` as
-    shown (3 points over 7 checks: 0.4286 five times and 0.4285 twice, not 7 x 0.4286 = 3.0002).
-    "First" is by id, not by the order the checks finished in: a runner failing one of them then
-    scores the same in every grading."""
-    if not test_ids:
+def _share(points: float, clauses: List[str]) -> Dict[str, float]:
+    """`points` split evenly over `clauses` in units of 1/POINT_UNIT, the remainder one unit each
+    to the first ones in the lab's order: each share shows exactly, and the shares add up to
+    `points` as shown (3 points over 7 clauses: 0.4286 five times and 0.4285 twice, not 7 x
+    0.4286 = 3.0002)."""
+    if not clauses:
         return {}
     units = round(points * POINT_UNIT)
-    each, extra = divmod(units, len(test_ids))
-    return {test_id: (each + (index < extra)) / POINT_UNIT for index, test_id in enumerate(sorted(test_ids))}
+    each, extra = divmod(units, len(clauses))
+    return {clause: (each + (index < extra)) / POINT_UNIT for index, clause in enumerate(clauses)}
 
 
 def load(path: Optional[Path] = None) -> LabConfig:

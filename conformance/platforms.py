@@ -8,9 +8,10 @@ GitHub Actions' job summary and error annotations.
 import json
 from typing import Dict, List, Mapping, Tuple
 
+from conformance import verdicts
 from conformance.clauses import CLAUSES, steps_for
-from conformance.config import LabConfig
-from conformance.report import STEP_TITLES, verdict
+from conformance.config import POINT_UNIT, LabConfig
+from conformance.report import STEP_TITLES, step_table, verdict
 
 # PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
 PRAIRIELEARN_LIMIT = 900_000
@@ -19,40 +20,44 @@ _CUTS = (None, 4000, 1000, 200)
 
 
 def score(report: Mapping, config: LabConfig) -> Dict[str, float]:
-    """The points earned and the most there were, by the configuration's points."""
-    return _total(_checks(report, config))
+    """The points earned and the most there were: the clauses passed, by the configuration's points."""
+    return _total(_clauses(report, config))
 
 
 def step_scores(report: Mapping, config: LabConfig) -> Dict[str, Dict[str, float]]:
     """Each step's points earned and the most there were (a class's grades.csv has a column each)."""
-    steps: Dict[str, List[Tuple[Mapping, float, float]]] = {step: [] for step in report["steps"]}
-    for check in _checks(report, config):
-        clause = CLAUSES.get(check[0].get("clause") or "")
-        if clause is not None and clause.step in steps:
-            steps[clause.step].append(check)
-    return {step: _total(checks) for step, checks in steps.items()}
+    clauses = _clauses(report, config)
+    return {
+        step: _total([row for row in clauses if CLAUSES[row[0]].step == step]) for step in steps_for(report["profile"])
+    }
 
 
 def gradescope(report: Mapping, config: LabConfig) -> Dict:
-    """Gradescope's autograder format: each check's points and visibility from the configuration."""
-    checks = _checks(report, config)
+    """Gradescope's autograder format: one test per clause, in the lab's order, with its points
+    and visibility from the configuration and its verdict explained as output."""
+    clauses = _clauses(report, config)
+    lang = config.lang or "en"
     tests = []
-    for test, earned, most in checks:
-        clause = test.get("clause") or ""
+    for clause, entry, earned, most in clauses:
         tests.append(
             {
-                "name": _name(test),
+                "name": _clause_name(clause, lang),
                 "number": clause,
-                "score": round(earned, 4),
-                "max_score": round(most, 4),
-                "status": "passed" if test["outcome"] == "passed" else "failed",
-                "output": test.get("message") or "",
+                "score": earned / POINT_UNIT,
+                "max_score": most / POINT_UNIT,
+                "status": "passed" if entry["verdict"] == verdicts.PASSED else "failed",
+                "output": verdicts.explain(entry, report["tests"], lang),
                 "visibility": config.visibility_of(clause),
-                "tags": [clause] if clause else [],
+                "tags": [clause],
             }
         )
-    total = _total(checks)
-    return {"score": total["points"], "max_score": total["max_points"], "output": _summary_line(report), "tests": tests}
+    total = _total(clauses)
+    return {
+        "score": total["points"],
+        "max_score": total["max_points"],
+        "output": _overview(report, lang),
+        "tests": tests,
+    }
 
 
 def gradescope_failure(name: str, reason: str, config: LabConfig) -> Dict:
@@ -73,29 +78,30 @@ def gradescope_failure(name: str, reason: str, config: LabConfig) -> Dict:
 
 
 def prairielearn(report: Mapping, config: LabConfig) -> Dict:
-    """PrairieLearn's external-grader format: score in [0, 1] by the configuration's points, under 1 MB."""
-    checks = _checks(report, config)
-    total = _total(checks)
+    """PrairieLearn's external-grader format: one test per clause, score in [0, 1] by the
+    configuration's points, under 1 MB."""
+    clauses = _clauses(report, config)
+    total = _total(clauses)
+    lang = config.lang or "en"
     for cut in _CUTS:
         tests: List[Dict] = []
-        for test, earned, most in checks:
-            message = test.get("message") or ""
-            clause = CLAUSES.get(test.get("clause") or "")
+        for clause, entry, earned, most in clauses:
+            output = verdicts.explain(entry, report["tests"], lang)
             tests.append(
                 {
-                    "name": _name(test),
-                    "description": "[%s] %s" % (clause.id, clause.text_en) if clause else "",
-                    "points": round(earned, 4),
-                    "max_points": round(most, 4),
-                    "message": message.splitlines()[0] if message else "",
-                    "output": message if cut is None or len(message) <= cut else message[:cut] + "\n[cut]",
+                    "name": _clause_name(clause, lang),
+                    "description": CLAUSES[clause].text(lang),
+                    "points": earned / POINT_UNIT,
+                    "max_points": most / POINT_UNIT,
+                    "message": output.splitlines()[0] if output else "",
+                    "output": output if cut is None or len(output) <= cut else output[:cut] + "\n[cut]",
                 }
             )
         result = {
             "gradable": True,
             "score": total["points"] / total["max_points"] if total["max_points"] else 0.0,
             "message": _summary_line(report),
-            "output": "",
+            "output": _overview(report, lang),
             "tests": tests,
         }
         if len(json.dumps(result, ensure_ascii=False).encode("utf-8")) <= PRAIRIELEARN_LIMIT:
@@ -138,19 +144,32 @@ def github_annotations(report: Mapping) -> List[str]:
     ]
 
 
-def _checks(report: Mapping, config: LabConfig) -> List[Tuple[Mapping, float, float]]:
-    """Each test with the points it earned and the most it could."""
-    worth = config.points(report["tests"])
-    return [
-        (test, worth[test["id"]] if test["outcome"] == "passed" else 0, worth[test["id"]]) for test in report["tests"]
-    ]
+def _clauses(report: Mapping, config: LabConfig) -> List[Tuple[str, Dict, int, int]]:
+    """Each graded clause with its verdict, the points it earned and the most it could, in units
+    of 1/POINT_UNIT (whole numbers: they add up exactly)."""
+    judged = verdicts.of_tests(report["tests"])
+    worth = config.worth(judged)
+    rows = []
+    for clause, entry in judged.items():
+        most = round(worth[clause] * POINT_UNIT)
+        rows.append((clause, entry, most if entry["verdict"] == verdicts.PASSED else 0, most))
+    return rows
 
 
-def _total(checks: List[Tuple[Mapping, float, float]]) -> Dict[str, float]:
+def _total(clauses: List[Tuple[str, Dict, int, int]]) -> Dict[str, float]:
     return {
-        "points": round(sum(earned for _, earned, _ in checks), 4),
-        "max_points": round(sum(most for _, _, most in checks), 4),
+        "points": sum(earned for _, _, earned, _ in clauses) / POINT_UNIT,
+        "max_points": sum(most for _, _, _, most in clauses) / POINT_UNIT,
     }
+
+
+def _clause_name(clause: str, lang: str) -> str:
+    return "%s %s" % (clause, CLAUSES[clause].text(lang))
+
+
+def _overview(report: Mapping, lang: str) -> str:
+    """The step table and the summary: what a learner reads first."""
+    return "\n".join([_summary_line(report)] + step_table(report["tests"], report["profile"], lang)).strip() + "\n"
 
 
 def _name(test: Mapping) -> str:
@@ -159,9 +178,12 @@ def _name(test: Mapping) -> str:
 
 def _summary_line(report: Mapping) -> str:
     total = report["summary"]
-    return "profile %s, isolation %s: %d of %d checks passed" % (
+    judged = verdicts.of_tests(report["tests"]).values()
+    return "profile %s, isolation %s: %d of %d clauses passed (%d of %d checks)" % (
         report["profile"],
         report["isolation"],
+        sum(entry["verdict"] == verdicts.PASSED for entry in judged),
+        len(judged),
         total["passed"],
         total["total"],
     )

@@ -31,7 +31,7 @@ from conformance import (
     scenarios,
     view,
 )
-from conformance.blocking import Canary
+from conformance.blocking import Blocked, Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.observations import Observations
 from conformance.processes import SESSION_VAR, Driver, begin_session, driving, reap, session_id
@@ -501,6 +501,12 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if isinstance(error, expect.ClauseFailure):
         test_report.longrepr = str(error)  # the teaching message, not a traceback
         test_report.user_properties.append(("message", str(error)))
+        # A failure of another clause than the check's own is that clause's to answer for; the
+        # check's clause is blocked by it (verdicts.py).
+        if isinstance(error, Blocked):
+            test_report.user_properties.append(("blocked_by", error.clause))
+        elif error.clause != dict(item.user_properties).get("clause"):
+            test_report.user_properties.append(("charged", error.clause))
     elif test_report.failed:
         # Not a runner's fault the suite can name: a defect of the suite or of this machine.
         test_report.user_properties.append(("message", report.short_error(call.excinfo)))

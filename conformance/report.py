@@ -7,6 +7,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
+from conformance import verdicts
 from conformance.clauses import CLAUSES, display_width, steps_for
 
 STEP_TITLES = {
@@ -85,6 +86,9 @@ class Outcomes:
             entry["plays"] = max(props["plays"], entry.get("plays", 1))
         if props.get("not_judged"):  # and no play settled it
             entry["not_judged"] = True
+        for key in ("blocked_by", "charged"):  # whose failure it was (verdicts.py)
+            if key in props:
+                entry[key] = props[key]
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
             if outcome == "skipped" and isinstance(test_report.longrepr, tuple):
@@ -105,14 +109,12 @@ def summary(tests: List[Dict]) -> Dict[str, int]:
 
 
 def steps(tests: List[Dict], profile: str) -> Dict[str, Dict[str, int]]:
+    """Each step's clauses: how many passed, of how many judged (verdicts.py)."""
     table = {step: {"passed": 0, "total": 0} for step in steps_for(profile)}
-    for test in tests:
-        clause = test.get("clause")
-        if clause not in CLAUSES:
-            continue
+    for clause, entry in verdicts.of_tests(tests).items():
         row = table.setdefault(CLAUSES[clause].step, {"passed": 0, "total": 0})
         row["total"] += 1
-        row["passed"] += test["outcome"] == "passed"
+        row["passed"] += entry["verdict"] == verdicts.PASSED
     return table
 
 
@@ -143,6 +145,7 @@ def _pad(text: str, width: int) -> str:
 
 
 def build(info: Mapping, tests: List[Dict]) -> Dict:
+    tests = [dict(test) for test in verdicts.lab_order(tests)]
     counts = summary(tests)
     return {
         "runner": info["runner"],
@@ -158,6 +161,7 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
             "total": counts["total"],
         },
         "steps": steps(tests, info["profile"]),
+        "clauses": verdicts.of_tests(tests),
         "tests": tests,
     }
 

@@ -15,44 +15,57 @@ def _tests_of(*clauses):
     return [{"id": "t%d" % n, "clause": clause, "outcome": "passed"} for n, clause in enumerate(clauses)]
 
 
-def test_a_step_s_points_are_shared_by_its_checks():
+def test_a_step_s_points_are_shared_by_its_clauses():
     lab = config.parse({"points": {"S2": 4}})
-    worth = lab.points(_tests_of("S2.1", "S2.1", "S2.3", "S2.4", "S1.1"))
-    assert worth == {"t0": 1, "t1": 1, "t2": 1, "t3": 1, "t4": 0}
+    # Shown to 4 decimals, the first in the lab's order takes the unit left over: they add up to 4.
+    assert lab.worth(["S2.4", "S2.1", "S2.3", "S1.1"]) == {"S2.1": 1.3334, "S2.3": 1.3333, "S2.4": 1.3333, "S1.1": 0}
+    assert lab.worth(["S2.1", "S2.2", "S2.3", "S2.4"]) == {"S2.1": 1, "S2.2": 1, "S2.3": 1, "S2.4": 1}
 
 
 def test_a_clause_with_points_of_its_own_takes_them_out_of_its_step():
     lab = config.parse({"points": {"S2": 4, "clause": {"S2.4": 2}}})
-    worth = lab.points(_tests_of("S2.1", "S2.3", "S2.4", "S2.4"))
-    assert worth == {"t0": 1, "t1": 1, "t2": 1, "t3": 1}
-    assert sum(worth.values()) == 4
+    worth = lab.worth(["S2.1", "S2.3", "S2.4"])
+    assert worth == {"S2.1": 1, "S2.3": 1, "S2.4": 2}
+
+
+def _data(tests):
+    return {"tests": tests, "profile": "core", "isolation": "namespace", "summary": {}}
+
+
+def test_the_score_is_the_points_of_the_clauses_passed():
+    tests = _tests_of("S1.1", "S1.2", "S2.3", "S2.4", "S2.4")
+    tests[1]["outcome"] = tests[3]["outcome"] = "failed"
+    # S2.4 has one check passed and one failed: the clause is failed, and earns nothing.
+    assert platforms.score(_data(tests), config.parse({"points": {"S1": 10, "S2": 30}})) == {
+        "points": 20,
+        "max_points": 40,
+    }
 
 
 def test_the_score_does_not_depend_on_the_order_checks_finished_in():
-    # 3 points over 7 checks cannot be shared evenly: which checks get the extra unit must not
-    # depend on which finished first, or a runner failing one of them scores differently each run.
-    tests = _tests_of(*["S1.1"] * 7)
+    # 3 points over the 14 clauses of X cannot be shared evenly: which clauses get the extra unit
+    # must not depend on which check finished first, or one runner scores differently each run.
+    lab = config.parse({"profile": "extended", "points": {"X": 3}})
+    tests = _tests_of(*["X%d" % n for n in range(1, 15)])
     tests[0]["outcome"] = "failed"
-    lab = config.parse({"points": {"S1": 3}})
     scores = set()
     for turn in range(len(tests)):
-        shuffled = tests[turn:] + tests[:turn]
-        data = {"tests": shuffled, "profile": "core", "isolation": "namespace", "summary": {}}
-        scores.add(platforms.score(data, lab)["points"])
-    assert len(scores) == 1, scores
+        scores.add(platforms.score(_data(tests[turn:] + tests[:turn]), lab)["points"])
+    assert scores == {3 - 0.2143}, scores
 
 
-def test_the_score_is_the_points_of_the_checks_passed():
-    tests = _tests_of("S1.1", "S1.2", "S2.3", "S2.4")
-    tests[1]["outcome"] = tests[3]["outcome"] = "failed"
-    data = {"tests": tests, "profile": "core", "isolation": "namespace", "summary": {}}
-    assert platforms.score(data, config.parse({"points": {"S1": 10, "S2": 30}})) == {"points": 20, "max_points": 40}
+def test_points_that_do_not_divide_evenly_add_up_exactly():
+    lab = config.parse({"points": {"S1": 1, "S2": 1, "S3": 1}})
+    tests = _tests_of("S1.1", "S1.2", "S1.3", "S2.1", "S2.2", "S2.3", "S2.4", "S3.1", "S3.2", "S3.3")
+    assert platforms.score(_data(tests), lab) == {"points": 3, "max_points": 3}
+    shown = platforms.gradescope(dict(_data(tests), summary={"passed": 10, "total": 10}), lab)
+    assert sum(test["max_score"] * 10_000 for test in shown["tests"]) == 30_000
 
 
 def test_visibility_per_step_reaches_gradescope():
     lab = config.parse({"visibility": {"default": "after_published", "S6": "hidden"}})
     tests = _tests_of("S6.4", "S1.1")
-    data = {"tests": tests, "profile": "core", "isolation": "namespace", "summary": {"passed": 2, "total": 2}}
+    data = dict(_data(tests), summary={"passed": 2, "total": 2})
     shown = {t["number"]: (t["visibility"], t["tags"]) for t in platforms.gradescope(data, lab)["tests"]}
     assert shown == {"S6.4": ("hidden", ["S6.4"]), "S1.1": ("after_published", ["S1.1"])}
 

@@ -4,7 +4,7 @@ import json
 
 from conformance import config, platforms
 
-# One point per check of the report below (three of S1.1, one of S2.3).
+# The points of the two clauses of the report below (S1.1 and S2.3).
 LAB = config.parse({"points": {"S1": 3, "S2": 1}})
 
 
@@ -27,14 +27,17 @@ def report(passed=3, failed=1, message="[S2.3] ...\n  expected: exit code 124"):
     return {"profile": "core", "isolation": "namespace", "summary": summary, "tests": tests}
 
 
-def test_prairielearn_scores_a_fraction_and_names_each_check():
-    result = platforms.prairielearn(report(), LAB)
+def test_prairielearn_scores_a_fraction_and_names_each_clause():
+    result = platforms.prairielearn(report(failed=2), LAB)
     assert result["gradable"] is True and result["score"] == 0.75
-    assert [t["points"] for t in result["tests"]] == [1, 1, 1, 0]
-    assert all(t["max_points"] == 1 for t in result["tests"])
+    # One test per clause, in the lab's order, with the clause's points.
+    assert [(t["points"], t["max_points"]) for t in result["tests"]] == [(3, 3), (0, 1)]
     failed = result["tests"][-1]
-    assert failed["name"] == "test_bad[0]" and failed["description"].startswith("[S2.3] ")
+    assert failed["name"].startswith("S2.3 ") and failed["description"] == failed["name"][len("S2.3 ") :]
     assert failed["message"] == "[S2.3] ..." and "expected: exit code 124" in failed["output"]
+    # The cause once; the other check that saw it in one line.
+    assert failed["output"].count("expected: exit code 124") == 1 and "test_bad[1]" in failed["output"]
+    assert "S1   " in result["output"] and "1 of 2 clauses passed" in result["message"]
 
 
 def test_prairielearn_stays_under_its_size_limit_whatever_the_runner_printed():
@@ -47,9 +50,10 @@ def test_prairielearn_not_gradable_says_why():
     assert platforms.prairielearn_not_gradable("no runner.py") == {"gradable": False, "format_errors": ["no runner.py"]}
 
 
-def test_gradescope_gives_a_point_per_check():
+def test_gradescope_gives_the_points_of_each_clause():
     result = platforms.gradescope(report(), LAB)
     assert (result["score"], result["max_score"]) == (3, 4)
+    assert [(t["number"], t["score"], t["max_score"]) for t in result["tests"]] == [("S1.1", 3, 3), ("S2.3", 0, 1)]
     assert result["tests"][-1]["status"] == "failed" and result["tests"][-1]["number"] == "S2.3"
 
 

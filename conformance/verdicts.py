@@ -1,0 +1,112 @@
+"""Clause verdicts: what a lab is graded and reported in. Checks are their evidence.
+
+A clause is
+  passed   when every check of it passed;
+  failed   when a check showed that the runner breaks it: the first such check (by id) is its
+           cause, the others are "also seen". A check of another clause that ran into this
+           clause's defect (its failure names this clause, not its own) counts here too;
+  blocked  when its checks could not judge it because something it depends on is broken: the
+           basic call (blocking.py) or a clause whose failure they ran into. It earns nothing
+           and is not charged: the learner is sent to the cause;
+  error    when the suite could not judge it (a busy machine, a fault of the suite's own).
+
+So one defect is charged to one clause, once, however many checks see it.
+"""
+
+from typing import Dict, List, Mapping, Sequence
+
+from conformance.clauses import CLAUSES
+
+PASSED, FAILED, BLOCKED, ERROR, SKIPPED = "passed", "failed", "blocked", "error", "skipped"
+_ORDER = {clause: index for index, clause in enumerate(CLAUSES)}
+
+
+def lab_order(tests: Sequence[Mapping]) -> List[Mapping]:
+    """`tests` in the lab's order: by clause as the lab lists them, then by id (stable run to run,
+    whatever order the checks finished in)."""
+    return sorted(tests, key=lambda test: (_ORDER.get(test.get("clause") or "", len(_ORDER)), test["id"]))
+
+
+def _failed_here(test: Mapping, clause: str) -> bool:
+    """Does failed check `test` show a defect of `clause`?"""
+    if test.get("blocked_by"):
+        return test["blocked_by"] == clause == test.get("clause")  # the basic call of its own clause
+    return (test.get("charged") or test.get("clause")) == clause
+
+
+def of_tests(tests: Sequence[Mapping]) -> Dict[str, Dict]:
+    """Each clause that has checks (or was charged by one), in the lab's order, with its verdict:
+    {verdict, checks: {passed, total}, cause: test id, also_seen: [test ids], blocked_by: [clauses],
+    message: the cause's message (or the blocking one's)}."""
+    ordered = lab_order(tests)
+    failed = [test for test in ordered if test["outcome"] == "failed"]
+    clauses = {test["clause"] for test in ordered if test.get("clause") in CLAUSES}
+    clauses |= {test["charged"] for test in failed if test.get("charged") in CLAUSES}
+    verdicts: Dict[str, Dict] = {}
+    for clause in sorted(clauses, key=_ORDER.__getitem__):
+        own = [test for test in ordered if test.get("clause") == clause]
+        evidence = [test for test in failed if _failed_here(test, clause)]
+        entry: Dict = {
+            "checks": {"passed": sum(test["outcome"] == "passed" for test in own), "total": len(own)},
+        }
+        if evidence:
+            entry.update(verdict=FAILED, cause=evidence[0]["id"], message=evidence[0].get("message") or "")
+            entry["also_seen"] = [test["id"] for test in evidence[1:]]
+        elif any(test["outcome"] == "error" for test in own):
+            first = next(test for test in own if test["outcome"] == "error")
+            entry.update(verdict=ERROR, cause=first["id"], message=first.get("message") or "")
+        elif any(test["outcome"] == "failed" for test in own):
+            stopped = [test for test in own if test["outcome"] == "failed"]
+            entry.update(verdict=BLOCKED, message=stopped[0].get("message") or "")
+            entry["blocked_by"] = sorted(
+                {test.get("blocked_by") or test.get("charged") for test in stopped}, key=_ORDER.__getitem__
+            )
+        elif any(test["outcome"] == "passed" for test in own):
+            entry["verdict"] = PASSED
+        else:
+            entry["verdict"] = SKIPPED
+        verdicts[clause] = entry
+    return verdicts
+
+
+_WORDS = {
+    "en": {
+        "passed": "all %d checks passed",
+        "also": "also seen in %d more check(s):",
+        "blocked": "blocked by %s: this clause could not be judged until that is fixed (not charged here)",
+        "skipped": "not run",
+    },
+    "ja": {
+        "passed": "%d 件のチェックすべてに合格",
+        "also": "ほかに %d 件のチェックでも同じ不合格:",
+        "blocked": "%s のためにブロックされました: それを直すまでこの項目は判定できません(ここでは減点しません)",
+        "skipped": "実行していません",
+    },
+}
+
+
+def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
+    """A clause's verdict as a learner reads it: its cause, once, and where else it was seen."""
+    words = _WORDS.get(lang, _WORDS["en"])
+    verdict = entry["verdict"]
+    if verdict == PASSED:
+        return words["passed"] % entry["checks"]["total"]
+    if verdict == SKIPPED:
+        return words["skipped"]
+    if verdict == BLOCKED:
+        return words["blocked"] % ", ".join(entry["blocked_by"]) + "\n\n" + entry.get("message", "")
+    lines = [entry.get("message", "")]
+    also = entry.get("also_seen") or []
+    if also:
+        by_id = {test["id"]: test for test in tests}
+        lines += ["", words["also"] % len(also)]
+        lines += ["  - %s: %s" % (check.split("::")[-1], _actual(by_id.get(check, {}))) for check in also]
+    return "\n".join(lines)
+
+
+def _actual(test: Mapping) -> str:
+    """What a failed check saw, in one line: its `actual` line, else its first."""
+    lines = (test.get("message") or "").splitlines()
+    found = next((line for line in lines if line.lstrip().startswith(("actual:", "実際:"))), None)
+    text = found.split(":", 1)[1] if found else (lines[0] if lines else "")
+    return text.strip()
