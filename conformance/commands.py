@@ -4,6 +4,8 @@ import sys
 from pathlib import Path
 from typing import List
 
+from conformance import labfiles
+
 BIN = "/opt/fixtures/pyops/bin"
 FLAKY = BIN + "/flaky.sh"
 HANG = BIN + "/hang.sh"
@@ -32,12 +34,22 @@ def counted(counter, then: str = "exit 1") -> List[str]:
     return sh('date +%%s.%%N >> "%s"; %s' % (counter, then))
 
 
-def calls(counter) -> List[float]:
-    """Start times written by `counted`, one per call."""
-    try:
-        return starts(Path(counter).read_bytes())
-    except FileNotFoundError:
-        return []
+# The most a counter of calls may hold: some thousand calls' start times.
+COUNTER_LIMIT = 64 * 1024
+
+
+def calls(counter, clause: str) -> List[float]:
+    """Start times written by `counted`, one per call.
+
+    Read as every file of a lab is (labfiles.read): the runner's uid can replace the counter with
+    a link, a FIFO or a huge file, and its check, `clause`, then fails instead of the grader
+    following, blocking or filling its memory.
+    """
+    counter = Path(counter)
+    found = labfiles.read(counter.parent, counter.name, COUNTER_LIMIT)
+    if found.refused:
+        raise labfiles.LabFileRefused("%s/%s" % (counter.parent.name, found.name), found.refused, clause, found.limit)
+    return starts(found.data)
 
 
 def starts(counted_lines: bytes) -> List[float]:

@@ -321,6 +321,37 @@ def test_links_fifos_and_deep_trees_in_a_lab_are_never_followed(tmp_path, monkey
     assert not sandbox.labs_of(session), "labs left: %s" % sandbox.labs_of(session)
 
 
+# The checks' commands write what they saw into the lab's work folder (a counter of calls), which
+# the grader reads once the runner has ended. A runner reads the counter's path in its command and,
+# on its way out, leaves a FIFO there: measured before the fix, the grader's read blocked for ever.
+SWAPS_THE_COUNTER = """import atexit, os, re, sys
+def swap_counters():
+    for arg in sys.argv:
+        for path in re.findall(r'>> "([^"]+)"', arg):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            try:
+                os.mkfifo(path)
+            except OSError:
+                pass
+atexit.register(swap_counters)
+"""
+
+
+def test_a_fifo_left_where_a_check_counts_calls_fails_the_check_and_never_blocks(tmp_path):
+    runner = tmp_path / "runner.py"
+    runner.write_text(SWAPS_THE_COUNTER + REFERENCE.read_text())
+    started = time.monotonic()
+    graded = grade(tmp_path, runner, "--clause", "S3.1", workers=2)
+    took = time.monotonic() - started
+    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
+    messages = "\n".join(t["message"] for t in graded.failed())
+    assert "work/calls is a FIFO" in messages, graded.explain()
+    assert took <= DEFAULT_BOUND_S, "took %.0fs" % took
+
+
 # A runner finds the report's path in the grader's argv, writes a forged report there, and makes a
 # folder at the grader's predictable temporary name so that the real one cannot be written.
 FORGES_THE_REPORT = """import json, os

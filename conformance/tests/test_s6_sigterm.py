@@ -190,7 +190,7 @@ def test_s6_3_retries_left_do_not_run(runner):
     expect.count_is(
         result,
         expect.say("attempts (none after SIGTERM)", "試行回数(SIGTERM のあとはなし)"),
-        len(calls(counter)),
+        len(calls(counter, "S6.3")),
         1,
         "S6.3",
     )
