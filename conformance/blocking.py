@@ -1,26 +1,28 @@
 """Blocked checks: a runner that cannot make its most basic call fails fast, and says why.
 
 Before the first check, the basic call of each action is made once per grading (shared by the
-workers like any observation), in a lab of its own (`run -- true`, `apply NAME`). If the runner
-does not finish it with exit code 0, every later check that would make that kind of call fails
-at once as *blocked by* the basic clause, showing
-that call's output, instead of failing the same way once per check: a runner that hangs on
-everything gets its verdict in seconds, not an hour, and the learner sees the one thing to fix.
+workers like any observation), in a lab of its own. `run` runs a command that leaves a trace in
+the lab and exits 3, so a runner that exits 0 without running anything (an empty file) does not
+pass it; `apply basic-check` must call apply.sh (its line in applied.log) and exit 0. If the
+runner fails its basic call, every later check that would make that kind of call fails at once
+as *blocked by* the basic clause, showing that call's output, instead of failing the same way
+once per check: a runner that hangs on everything gets its verdict in seconds, not an hour, and
+the learner sees the one thing to fix (verdicts.py charges it to that clause alone).
 """
 
-from typing import Callable, ContextManager, Dict, Optional
+import re
+from typing import Callable, ContextManager, Dict, Optional, Tuple
 
 from conformance import expect, timing
+from conformance.commands import sh
 from conformance.observations import Observations
-from conformance.processes import driving
+from conformance.processes import Driver, driving
 from conformance.result import Result
 from conformance.sandbox import Lab
 
-# action: (the basic call, the clause a runner that never finishes it breaks)
-BASIC_CALLS = {
-    "run": (("run", "--", "true"), "S1.3"),
-    "apply": (("apply", "basic-check"), "S4.2"),
-}
+# The file the basic run's command writes in the lab's work folder, and the code it exits with.
+TRACE, TRACE_TEXT, TRACE_CODE = "basic-call", b"ran\n", 3
+BASIC_NAME = "basic-check"  # the change the basic apply applies
 
 
 class Blocked(expect.ClauseFailure):
@@ -28,43 +30,135 @@ class Blocked(expect.ClauseFailure):
     and its own clause is blocked by it (see verdicts.py)."""
 
 
+# What went wrong with a basic call: (its Result, the clause it breaks, what it did), or None.
+Failure = Optional[Tuple[Result, str, str]]
+
+
+def basic_run(driver: Driver) -> Failure:
+    """`run -- sh -c 'echo ran > TRACE; exit 3'`: the command ran, and its exit code came back."""
+
+    def play() -> Result:  # in the lab of the worker that plays it; its work folder's files travel with the Result
+        return driver.run("run", "--", *sh('echo ran > "%s"; exit %d' % (driver.lab.work / TRACE, TRACE_CODE)))
+
+    result = driver.scenario(("run", "basic run"), play)
+    if result.rc is None:
+        return result, "S1.3", expect.say("never finished", "終わりませんでした")
+    if result.work_file(TRACE) != TRACE_TEXT:
+        return (
+            result,
+            "S1.1",
+            _did(
+                result, "ran no command (its command left no trace)", "コマンドを実行しませんでした(痕跡がありません)"
+            ),
+        )
+    if result.rc != TRACE_CODE:
+        return (
+            result,
+            "S1.3",
+            _did(
+                result,
+                "ran its command, then exited %s, not the command's %d" % (result.rc, TRACE_CODE),
+                "コマンドを実行しましたが、コマンドの %d ではなく %s で終了しました" % (TRACE_CODE, result.rc),
+            ),
+        )
+    return None
+
+
+def basic_apply(driver: Driver) -> Failure:
+    """`apply basic-check`: apply.sh ran (its line in applied.log), and the runner exited 0."""
+    result = driver.observe("apply", BASIC_NAME)
+    if result.rc is None:
+        return result, "S4.2", expect.say("never finished", "終わりませんでした")
+    if BASIC_NAME not in result.applied_seen():
+        return (
+            result,
+            "S4.2",
+            _did(
+                result,
+                "exited %s without calling apply.sh" % result.rc,
+                "apply.sh を呼ばずに %s で終了しました" % result.rc,
+            ),
+        )
+    if result.rc != 0:
+        return (
+            result,
+            "S4.2",
+            _did(
+                result,
+                "called apply.sh, then exited %s" % result.rc,
+                "apply.sh を呼びましたが、%s で終了しました" % result.rc,
+            ),
+        )
+    return None
+
+
+# action: how its basic call is made and judged, and what a check it blocks expected (en, ja)
+BASIC_CALLS: Dict[str, Tuple[Callable[[Driver], Failure], str, str]] = {
+    "run": (
+        basic_run,
+        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` runs the command and exits %d" % (TRACE_CODE, TRACE_CODE),
+        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` がコマンドを実行し %d で終了する"
+        % (TRACE_CODE, TRACE_CODE),
+    ),
+    "apply": (
+        basic_apply,
+        "`runner.py apply %s` calls apply.sh and exits 0" % BASIC_NAME,
+        "`runner.py apply %s` が apply.sh を呼び 0 で終了する" % BASIC_NAME,
+    ),
+}
+
+
+def _did(result: Result, en: str, ja: str) -> str:
+    """What the runner did, or first of all that it does not compile."""
+    error = compile_error(result)
+    return expect.say("does not compile: %s", "コンパイルできません: %s") % error if error else expect.say(en, ja)
+
+
+_COMPILE_ERRORS = re.compile(rb"^\s*(SyntaxError|IndentationError|TabError): .*$", re.M)
+_WHERE = re.compile(rb'^\s*File "[^"]*", line (\d+)', re.M)
+
+
+def compile_error(result: Result) -> Optional[str]:
+    """The runner's own compile error (its line and the error), from what Python printed."""
+    error = _COMPILE_ERRORS.search(result.stderr)
+    if error is None or b"Traceback" in result.stderr[: error.start()]:
+        return None  # none, or an error of some code the runner compiles while it runs
+    where = _WHERE.findall(result.stderr[: error.start()])
+    line = expect.say("line %s: ", "%s 行目: ") % where[-1].decode() if where else ""
+    return line + error.group(0).decode("utf-8", "replace").strip()
+
+
 class Canary:
-    """The basic calls' outcomes in this worker: None when fine, else the Result that failed."""
+    """The basic calls' outcomes in this worker: None when fine, else what failed."""
 
     def __init__(self) -> None:
-        self.failed: Dict[str, Optional[Result]] = {}
+        self.failed: Dict[str, Failure] = {}
 
     def probe(self, make_lab: Callable[[], ContextManager[Lab]], python: str, seen: Observations) -> None:
         """Make each basic call once per grading (the first time only)."""
-        for action, (argv, _clause) in BASIC_CALLS.items():
+        for action, (play, _en, _ja) in BASIC_CALLS.items():
             if action in self.failed:
                 continue
-
-            # Observed as a check observes it: the checks that judge `run -- true` judge this call.
+            # Observed as a check observes it: shared by every worker of the grading.
             with driving(make_lab, python, observations=seen) as driver:
-                result = driver.observe(*argv)
-            self.failed[action] = None if result.rc == 0 else result
+                self.failed[action] = play(driver)
 
     def gate(self, args) -> None:
         """Fail the calling check at once if calls like `args` are known to fail."""
         __tracebackhide__ = True
         action = args[0] if args else ""
-        result = self.failed.get(action)
-        if result is None:
+        failure = self.failed.get(action)
+        if failure is None:
             return
-        argv, clause = BASIC_CALLS[action]
-        if result.rc is None:
-            what = expect.say("never finished", "終わりませんでした")
-        else:
-            what = expect.say("exited %s", "終了コード %s で終わりました") % result.rc
+        result, clause, what = failure
+        _play, en, ja = BASIC_CALLS[action]
         raise Blocked(
             clause,
-            expect.say("`runner.py %s` exits 0 (within %.0fs)", "`runner.py %s` が 0 で終了する(%.0f 秒以内に)")
-            % (" ".join(argv), timing.HANG_MARGIN_S),
+            expect.say("%s (within %.0fs)", "%s(%.0f 秒以内に)") % (expect.say(en, ja), timing.HANG_MARGIN_S),
             expect.say(
                 "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
                 "make the basic call work first",
-                "blocked by %s: その基本の呼び出しが%s。このチェック(これも `%s` の呼び出し)は"
+                "blocked by %s: その基本の呼び出しは%s。このチェック(これも `%s` の呼び出し)は"
                 "実行していません。まず基本の呼び出しを動くようにしてください",
             )
             % (clause, what, action),

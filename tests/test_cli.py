@@ -14,7 +14,13 @@ from conformance.clauses import CLAUSES
 from tests.grading import REFERENCE, grade
 
 # A runner that gets every exit code wrong the same way: it runs nothing and says it did.
-LIAR = "import sys\nsys.exit(0)\n"
+# Runs its command, but says only whether it failed: exit 1 for any failure (S1.3's mistake).
+LIAR = (
+    "import subprocess, sys\n"
+    "argv = sys.argv[1:]\n"
+    "rc = subprocess.call(argv[argv.index('--') + 1:]) if '--' in argv else 0\n"
+    "sys.exit(1 if rc else 0)\n"
+)
 
 
 def liar(tmp_path):
@@ -168,18 +174,19 @@ def test_a_grader_with_a_closed_umask_still_gives_the_runner_its_lab(tmp_path):
     assert graded.rc == 0 and graded.report["summary"]["passed"] > 0, graded.explain()
 
 
-# Right in every round but the second: it counts rounds by the basic call `run -- true` that the
-# suite makes once at the start of each round (see conformance/blocking.py), in a file outside the lab.
+# Right in every round but the second: it counts rounds by the basic call (its command writes a
+# trace named basic-call) that the suite makes once at the start of each round (see
+# conformance/blocking.py), in a file outside the lab.
 SOMETIMES_WRONG = """import os, subprocess, sys
 ROUNDS = %r
 argv = sys.argv[1:]
 if argv[:1] != ["run"]:
     sys.exit(0)
-if argv == ["run", "--", "true"]:
+rc = subprocess.call(argv[argv.index("--") + 1:])
+if any("basic-call" in word for word in argv):
     with open(ROUNDS, "a") as counter:
         counter.write("x")
-    sys.exit(0)
-rc = subprocess.call(argv[argv.index("--") + 1:])
+    sys.exit(rc)
 with open(ROUNDS) as counter:
     second_round = len(counter.read()) == 2
 sys.exit(0 if second_round else rc)
