@@ -47,71 +47,74 @@ def basic_run(driver: Driver) -> Failure:
         return (
             result,
             "S1.1",
-            _did(
-                result, "ran no command (its command left no trace)", "コマンドを実行しませんでした(痕跡がありません)"
+            compile_error(result)
+            or expect.say(
+                "ran no command (its command left no trace)", "コマンドを実行しませんでした(痕跡がありません)"
             ),
         )
     if result.rc != TRACE_CODE:
         return (
             result,
             "S1.3",
-            _did(
-                result,
-                "ran its command, then exited %s, not the command's %d" % (result.rc, TRACE_CODE),
-                "コマンドを実行しましたが、コマンドの %d ではなく %s で終了しました" % (TRACE_CODE, result.rc),
-            ),
+            expect.say(
+                "ran its command, which exited %d, then exited %s",
+                "コマンドを実行し(コマンドは %d で終了)、%s で終了しました",
+            )
+            % (TRACE_CODE, result.rc),
         )
     return None
 
 
 def basic_apply(driver: Driver) -> Failure:
-    """`apply basic-check`: apply.sh ran (its line in applied.log), and the runner exited 0."""
+    """`apply basic-check`: apply.sh ran with that name (its line in applied.log), and the runner exited 0."""
     result = driver.observe("apply", BASIC_NAME)
+    applied = result.applied_seen()
     if result.rc is None:
         return result, "S4.2", expect.say("never finished", "終わりませんでした")
-    if BASIC_NAME not in result.applied_seen():
+    if not applied:
         return (
             result,
             "S4.2",
-            _did(
-                result,
-                "exited %s without calling apply.sh" % result.rc,
-                "apply.sh を呼ばずに %s で終了しました" % result.rc,
-            ),
+            compile_error(result)
+            or expect.say("exited %s without calling apply.sh", "apply.sh を呼ばずに %s で終了しました") % result.rc,
+        )
+    if applied != [BASIC_NAME]:
+        return (
+            result,
+            "S4.2",
+            expect.say("called apply.sh as `apply.sh %s`", "apply.sh を `apply.sh %s` として呼びました")
+            % (" / ".join(applied)),
         )
     if result.rc != 0:
         return (
             result,
             "S4.2",
-            _did(
-                result,
-                "called apply.sh, then exited %s" % result.rc,
-                "apply.sh を呼びましたが、%s で終了しました" % result.rc,
-            ),
+            expect.say("called apply.sh, then exited %s", "apply.sh を呼んだあと %s で終了しました") % result.rc,
         )
     return None
 
 
-# action: how its basic call is made and judged, and what a check it blocks expected (en, ja)
-BASIC_CALLS: Dict[str, Tuple[Callable[[Driver], Failure], str, str]] = {
-    "run": (
-        basic_run,
-        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` runs the command and exits %d" % (TRACE_CODE, TRACE_CODE),
-        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` がコマンドを実行し %d で終了する"
-        % (TRACE_CODE, TRACE_CODE),
-    ),
-    "apply": (
-        basic_apply,
-        "`runner.py apply %s` calls apply.sh and exits 0" % BASIC_NAME,
-        "`runner.py apply %s` が apply.sh を呼び 0 で終了する" % BASIC_NAME,
-    ),
+def _run_expected() -> str:
+    return expect.say(
+        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` runs the command and exits %d",
+        "`runner.py run -- sh -c 'echo ran > ...; exit %d'` がコマンドを実行し %d で終了する",
+    ) % (TRACE_CODE, TRACE_CODE)
+
+
+def _apply_expected() -> str:
+    return (
+        expect.say(
+            "`runner.py apply %s` calls apply.sh and exits 0", "`runner.py apply %s` が apply.sh を呼び 0 で終了する"
+        )
+        % BASIC_NAME
+    )
+
+
+# action: how its basic call is made and judged, and what the checks it blocks expected
+BASIC_CALLS: Dict[str, Tuple[Callable[[Driver], Failure], Callable[[], str]]] = {
+    "run": (basic_run, _run_expected),
+    "apply": (basic_apply, _apply_expected),
 }
-
-
-def _did(result: Result, en: str, ja: str) -> str:
-    """What the runner did, or first of all that it does not compile."""
-    error = compile_error(result)
-    return expect.say("does not compile: %s", "コンパイルできません: %s") % error if error else expect.say(en, ja)
 
 
 _COMPILE_ERRORS = re.compile(rb"^\s*(SyntaxError|IndentationError|TabError): .*$", re.M)
@@ -119,13 +122,15 @@ _WHERE = re.compile(rb'^\s*File "[^"]*", line (\d+)', re.M)
 
 
 def compile_error(result: Result) -> Optional[str]:
-    """The runner's own compile error (its line and the error), from what Python printed."""
+    """That the runner does not compile, with its line and error, from what Python printed."""
     error = _COMPILE_ERRORS.search(result.stderr)
     if error is None or b"Traceback" in result.stderr[: error.start()]:
         return None  # none, or an error of some code the runner compiles while it runs
     where = _WHERE.findall(result.stderr[: error.start()])
     line = expect.say("line %s: ", "%s 行目: ") % where[-1].decode() if where else ""
-    return line + error.group(0).decode("utf-8", "replace").strip()
+    return expect.say("does not compile: %s", "コンパイルできません: %s") % (
+        line + error.group(0).decode("utf-8", "replace").strip()
+    )
 
 
 class Canary:
@@ -136,7 +141,7 @@ class Canary:
 
     def probe(self, make_lab: Callable[[], ContextManager[Lab]], python: str, seen: Observations) -> None:
         """Make each basic call once per grading (the first time only)."""
-        for action, (play, _en, _ja) in BASIC_CALLS.items():
+        for action, (play, _expected) in BASIC_CALLS.items():
             if action in self.failed:
                 continue
             # Observed as a check observes it: shared by every worker of the grading.
@@ -151,10 +156,9 @@ class Canary:
         if failure is None:
             return
         result, clause, what = failure
-        _play, en, ja = BASIC_CALLS[action]
         raise Blocked(
             clause,
-            expect.say("%s (within %.0fs)", "%s(%.0f 秒以内に)") % (expect.say(en, ja), timing.HANG_MARGIN_S),
+            expect.say("%s (within %.0fs)", "%s(%.0f 秒以内に)") % (BASIC_CALLS[action][1](), timing.HANG_MARGIN_S),
             expect.say(
                 "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
                 "make the basic call work first",

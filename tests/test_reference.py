@@ -15,6 +15,9 @@ def test_reference_passes_every_check(tmp_path, profile):
     summary = graded.report["summary"]
     assert summary["failed"] == summary["errors"] == summary["skipped"] == 0
     assert summary["passed"] == summary["total"] >= (150 if profile == "core" else 180)
+    assert {entry["verdict"] for entry in graded.report["clauses"].values()} == {"passed"}
+    if profile == "core":
+        assert graded.report["score"] == {"points": 28, "max_points": 28}
 
 
 def test_default_runner_is_the_reference(tmp_path):
@@ -34,3 +37,4 @@ def test_there_are_three_good_runners():
 def test_correct_runner_in_another_style_passes_core(tmp_path, runner):
     graded = grade(tmp_path, runner, "--profile", "core")
     assert graded.rc == 0, graded.explain()
+    assert graded.report["score"] == {"points": 28, "max_points": 28}

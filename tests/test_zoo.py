@@ -49,9 +49,12 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
     # (the English words are the source of both; the hint tests below read them).
     graded = grade_clauses(tmp_path, build(mutant, tmp_path), [mutant.breaks], "--lang", "ja")
     # A check "blocked by" a failing basic call (see conformance/blocking.py) never ran, so it
-    # would show that the mutant is broken everywhere, not that this clause's checks catch it.
+    # would show that the mutant is broken everywhere, not that this clause's checks catch it;
+    # unless the basic call is this clause's own (S1.1, S1.3, S4.2): then that call caught it.
     caught = [
-        test for test in graded.failed() if test["clause"] == mutant.breaks and "blocked by" not in test["message"]
+        test
+        for test in graded.failed()
+        if test["clause"] == mutant.breaks and test.get("blocked_by") in (None, mutant.breaks)
     ]
     assert graded.rc == 1 and caught, "mutant %s (base %s) should fail %s: %s\n%s" % (
         mutant.name,
@@ -72,6 +75,42 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
         )
     english = [line for test in graded.failed() for line in english_lines(test["message"])]
     assert not english, "mutant %s: English in a Japanese report:\n%s" % (mutant.name, "\n".join(english))
+
+
+# Runners that do nothing, each in a way a learner's first file might: none may earn a point.
+DOES_NOTHING = {
+    "empty": "",
+    "only-pass": "pass\n",
+    "always-exits-0": "import sys\nsys.exit(0)\n",
+    "always-exits-1": "import sys\nsys.exit(1)\n",
+    # The words the lab's outputs use, with the exit codes it names, and no command run at all.
+    "says-the-words": (
+        "import sys\n"
+        "argv = sys.argv[1:]\n"
+        "if argv[:1] == ['apply']:\n"
+        "    print('applied %s' % argv[-1])\n"
+        "    sys.exit(0)\n"
+        "if '--timeout' in argv:\n"
+        "    print('timeout', file=sys.stderr)\n"
+        "    sys.exit(124)\n"
+        "sys.exit(0)\n"
+    ),
+    "does-not-compile": "def main(:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOES_NOTHING))
+def test_a_runner_that_does_nothing_scores_0(tmp_path, name):
+    runner = tmp_path / "runner.py"
+    runner.write_text(DOES_NOTHING[name])
+    graded = grade(tmp_path, runner, workers=WORKERS)
+    assert graded.rc == 1 and graded.report["score"] == {"points": 0, "max_points": 28}, graded.explain()
+    verdicts = {clause: entry["verdict"] for clause, entry in graded.report["clauses"].items()}
+    # Charged once, where the learner must start: the basic calls' clauses; the rest wait on them.
+    assert {clause for clause, verdict in verdicts.items() if verdict == "failed"} <= {"S1.1", "S1.3", "S4.2"}
+    assert set(verdicts.values()) == {"failed", "blocked"}, verdicts
+    if name == "does-not-compile":
+        assert "does not compile: line 1: SyntaxError" in graded.report["clauses"]["S1.1"]["message"]
 
 
 # Words of English prose that no Japanese text of the suite holds (runner, apply.sh, ts... do).

@@ -220,7 +220,7 @@ MUTANTS = (
         "            if wakeup.sleep(delay):\n                break\n        if rc == 0:\n            break\n")),
     _m("exits-1-when-retries-run-out", "S3.5", LEARNER,
        "exits 1 once the retries are spent, whatever the last attempt returned",
-       ("                return 143\n    return rc\n", "                return 143\n    return 1\n")),
+       ("    return rc\n\n\ndef do_apply", "    return 1 if args.retries else rc\n\n\ndef do_apply")),
     _m("returns-the-first-code", "S3.5", LEARNER,
        "reports the first failure's code, as the 'original' error, instead of the last one",
        ("        rc = run_command(cmd, args.timeout)\n",
