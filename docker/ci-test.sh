@@ -106,7 +106,7 @@ grades = json.load(open("/r/gradescope.json"))
 tests = report["tests"]
 assert tests and all({"clause", "outcome"} <= set(t) for t in tests), "tests lack clause/outcome"
 assert isinstance(grades["score"], (int, float)) and isinstance(grades["max_score"], (int, float))
-assert len(grades["tests"]) == len(tests), "gradescope lists other checks"
+assert [t["number"] for t in grades["tests"]] == list(report["clauses"]), "gradescope lists other than the clauses"
 assert (grades["score"], grades["max_score"]) == (report["score"]["points"], report["score"]["max_points"]), "scores disagree"
 failed = sorted({t["clause"] for t in tests if t["outcome"] != "passed"})
 if want == "-":
@@ -206,14 +206,14 @@ assert result["gradable"] is True and 0 <= result["score"] <= 1, result.get("sco
 tests = result["tests"]
 assert tests and all({"name", "description", "points", "max_points", "message", "output"} <= set(t) for t in tests)
 earned = sum(t["points"] for t in tests) / sum(t["max_points"] for t in tests)
-assert abs(result["score"] - earned) < 1e-3, "score %s, but the checks' points make %s" % (result["score"], earned)
+assert abs(result["score"] - earned) < 1e-3, "score %s, but the clauses' points make %s" % (result["score"], earned)
 if want == "full":
     assert result["score"] == 1, result["score"]
 else:
     clause = want.split(":")[1]
     assert result["score"] < 1, "score %s" % result["score"]
-    assert any(t["points"] == 0 and t["description"].startswith("[%s]" % clause) for t in tests), "%s passed" % clause
-print("score %.3f over %d checks" % (result["score"], len(tests)))
+    assert any(t["points"] == 0 and t["name"].startswith(clause + " ") for t in tests), "%s passed" % clause
+print("score %.3f over %d clauses" % (result["score"], len(tests)))
 EOF
     ); then pass "PrairieLearn, $what: exit 0 after ${seconds}s; $detail"
     else fail "PrairieLearn, $what: $(echo "$detail" | tail -1)"; fi
@@ -256,7 +256,7 @@ report = json.load(open("/r/results.json"))
 grades = json.load(open("/r/gradescope.json"))
 failed = report["summary"]["failed"]
 assert failed > 0, "no failure: summary %s" % report["summary"]
-assert len(grades["tests"]) == report["summary"]["total"] == len(report["tests"]), "reports disagree"
+assert len(grades["tests"]) == len(report["clauses"]) and report["summary"]["total"] == len(report["tests"]), "reports disagree"
 assert grades["score"] < grades["max_score"], "gradescope score %s/%s" % (grades["score"], grades["max_score"])
 assert sorted(os.listdir("/r")) == ["gradescope.json", "results.json"], os.listdir("/r")
 print("%d of %d checks failed" % (failed, report["summary"]["total"]))
