@@ -71,12 +71,14 @@ def basic_apply(driver: Driver) -> Failure:
     applied = result.applied_seen()
     if result.rc is None:
         return result, "S4.2", expect.say("never finished", "終わりませんでした")
+    error = compile_error(result)
+    if error:
+        return result, "S1.1", error  # one cause, charged once: where the basic run charges it
     if not applied:
         return (
             result,
             "S4.2",
-            compile_error(result)
-            or expect.say("exited %s without calling apply.sh", "apply.sh を呼ばずに %s で終了しました") % result.rc,
+            expect.say("exited %s without calling apply.sh", "apply.sh を呼ばずに %s で終了しました") % result.rc,
         )
     if applied != [BASIC_NAME]:
         return (
@@ -156,6 +158,14 @@ class Canary:
         if failure is None:
             return
         result, clause, what = failure
+        hint = None
+        if compile_error(result):
+            hint = expect.say(
+                "runner.py must compile before anything else can be checked: fix that line "
+                "(`python3 -m py_compile runner.py` shows the error)",
+                "ほかを確かめる前に runner.py がコンパイルできる必要があります。その行を直してください"
+                "(`python3 -m py_compile runner.py` でエラーを確認できます)",
+            )
         raise Blocked(
             clause,
             expect.say("%s (within %.0fs)", "%s(%.0f 秒以内に)") % (BASIC_CALLS[action][1](), timing.HANG_MARGIN_S),
@@ -167,4 +177,5 @@ class Canary:
             )
             % (clause, what, action),
             result,
+            hint,
         )

@@ -9,23 +9,21 @@ import os
 import re
 from typing import Dict, List, Mapping, Optional
 
-from conformance import identity
-from conformance.clauses import CLAUSES, LANGUAGES, STEPS
-from conformance.expect import hint_line
+from conformance import identity, verdicts
+from conformance.clauses import LANGUAGES
 from conformance.report import step_table
 from conformance.sandbox import CHROOT, SHARED
 
 _WORDS = {
     "en": {
-        "step": "%(step)s: %(failed)d of %(total)d checks failed",
-        "caused_elsewhere": " (%(elsewhere)d of them by a failure of %(clauses)s, shown under its step)",
-        "found_by": "  (found by a check of %(clause)s: %(check)s)",
+        "failed": "%(failed)d of %(total)d clauses failed; each is shown once, with its cause:",
+        "also": "  also seen in %d more check(s):",
+        "blocked": "Blocked until the clauses above are fixed (not charged):",
+        "blocked_by": "  by %(by)s: %(clauses)s",
         "errors": (
             "The grader could not judge these checks (not your runner's fault: grade again, and report it if it stays):"
         ),
         "all_passed": "Every check passed.",
-        "hint_again": "  (hint: as for the failure of %(clause)s above)",
-        "same_way": "  (and %(more)d more checks failed the same way)",
         "runner": "runner: %s",
         "python": "python: %s",
         "profile": "profile: %s",
@@ -38,16 +36,15 @@ _WORDS = {
         "grader_user": "runner user: the grader's own (uid %d): %s",
     },
     "ja": {
-        "step": "%(step)s: %(total)d 件中 %(failed)d 件のチェックが不合格",
-        "caused_elsewhere": "(うち %(elsewhere)d 件は %(clauses)s の不合格によるもので、そのステップに表示)",
-        "found_by": "  (%(clause)s のチェックで見つかりました: %(check)s)",
+        "failed": "%(total)d 項目中 %(failed)d 項目が不合格。それぞれ原因とともに 1 回ずつ示します:",
+        "also": "  ほかに %d 件のチェックでも:",
+        "blocked": "上の項目を直すまで判定できない項目(減点なし):",
+        "blocked_by": "  %(by)s のため: %(clauses)s",
         "errors": (
             "採点側の問題で判定できなかったチェック"
             "(runner のせいではありません。もう一度採点し、続くようなら報告してください):"
         ),
         "all_passed": "すべてのチェックに合格しました。",
-        "hint_again": "  (ヒント: 上の %(clause)s の不合格と同じ)",
-        "same_way": "  (ほかに %(more)d 件のチェックが同じ理由で不合格)",
         "runner": "runner: %s",
         "python": "Python: %s",
         "profile": "プロファイル: %s",
@@ -99,69 +96,42 @@ def progress_line(step: str, passed: int, total: int, lang: str) -> str:
 
 
 def render(data: Mapping, lang: str) -> List[str]:
-    """The failures grouped by step (each clause's hint said once), then the step table.
+    """Each failed clause once, in the lab's order: its cause (the first check that showed it, with
+    its evidence and hint) and a line for each other check that saw it; then the clauses blocked
+    by those, a line each; then what the grader could not judge, and the step table.
 
-    A failure is shown under the step of the clause it broke, which is not always the step of
-    the check that found it: a retried hang.sh that leaves its `sleep` behind breaks S2.4 in a
-    check of S3.3. The learner fixes S2.4, so it is shown there, saying which check found it, and
-    the step of the check says that its failure is shown elsewhere.
+    A learner fixes causes, not checks: one defect is one entry, however many checks saw it, and
+    a clause whose checks could not judge it for another clause's failure is named, not charged.
     """
     words = _WORDS[lang]
     tests: List[Dict] = data["tests"]
-    failed = [t for t in tests if t["outcome"] == "failed" and t.get("clause") in CLAUSES]
+    judged = verdicts.of_tests(tests)
+    failed = [entry for entry in judged.values() if entry["verdict"] == verdicts.FAILED]
+    blocked = [(clause, entry) for clause, entry in judged.items() if entry["verdict"] == verdicts.BLOCKED]
     errors = [t for t in tests if t["outcome"] == "error"]
     lines: List[str] = []
-    hinted: Dict[str, set] = {}
-    for step in STEPS:
-        found_here = [t for t in failed if CLAUSES[t["clause"]].step == step]
-        broken_here = [t for t in failed if CLAUSES[broken_clause(t)].step == step]
-        if not found_here and not broken_here:
-            continue
-        total = sum(1 for t in tests if t.get("clause") in CLAUSES and CLAUSES[t["clause"]].step == step)
-        heading = words["step"] % {"step": step, "failed": len(found_here), "total": total}
-        elsewhere = [t for t in found_here if CLAUSES[broken_clause(t)].step != step]
-        if elsewhere:
-            clauses = sorted({broken_clause(t) for t in elsewhere}, key=_clause_order)
-            heading += words["caused_elsewhere"] % {"elsewhere": len(elsewhere), "clauses": ", ".join(clauses)}
-        lines += ["", heading]
-        # Failures that expected and got the same thing of the same call (the checks a failed basic
-        # call blocked, say) are one failure to the learner: shown once, with how many share it.
-        shown: Dict[tuple, str] = {}
-        count: Dict[tuple, int] = {}
-        for test in sorted(broken_here, key=lambda t: (_clause_order(broken_clause(t)), _clause_order(t["clause"]))):
-            clause = broken_clause(test)
-            message = test["message"].rstrip("\n")
-            same = (clause,) + tuple(message.splitlines()[1:4])  # expected, actual, command
-            count[same] = count.get(same, 0) + 1
-            if same in shown:
-                continue
-            # A hint is the message's last line: said again in the same words, it is only pointed at.
-            hint = message.splitlines()[-1]
-            if hint in hinted.get(clause, ()) and hint.startswith(hint_line(clause, lang).split(":")[0] + ":"):
-                message = message[: -len(hint)] + words["hint_again"] % {"clause": clause}
-            hinted.setdefault(clause, set()).add(hint)
-            if clause != test["clause"]:
-                message += "\n" + words["found_by"] % {"clause": test["clause"], "check": _check_name(test)}
-            shown[same] = message
-        for same, message in shown.items():
-            lines += [""] + message.splitlines()
-            if count[same] > 1:
-                lines.append(words["same_way"] % {"more": count[same] - 1})
+    if failed:
+        lines += ["", words["failed"] % {"failed": len(failed), "total": len(judged)}]
+    by_id = {test["id"]: test for test in tests}
+    for entry in failed:
+        lines += [""] + entry["message"].rstrip("\n").splitlines()
+        also = entry.get("also_seen") or []
+        if also:
+            lines.append(words["also"] % len(also))
+            lines += ["    - %s: %s" % (_check_name(by_id[check]), verdicts.actual(by_id[check])) for check in also]
+    if blocked:
+        # One line per cause: what waits on it, by id (the step table and the lab name them).
+        waiting: Dict[str, List[str]] = {}
+        for clause, entry in blocked:
+            waiting.setdefault(", ".join(entry["blocked_by"]), []).append(clause)
+        lines += ["", words["blocked"]]
+        lines += [words["blocked_by"] % {"by": by, "clauses": " ".join(clauses)} for by, clauses in waiting.items()]
     if errors:
         lines += ["", words["errors"]]
         lines += ["  [%s] %s" % (t.get("clause") or "-", t["message"]) for t in errors]
-    if not failed and not errors:
+    if not failed and not blocked and not errors:
         lines += ["", words["all_passed"]]
     return lines + step_table(tests, data["profile"], lang)
-
-
-_BROKEN = re.compile(r"\[([A-Z][0-9.]+)\]")
-
-
-def broken_clause(test: Mapping) -> str:
-    """The clause a failed check's message says was broken (its first line's `[ID]`), else the check's."""
-    found = _BROKEN.match(test.get("message") or "")
-    return found.group(1) if found and found.group(1) in CLAUSES else test["clause"]
 
 
 def _check_name(test: Mapping) -> str:
@@ -172,7 +142,3 @@ def _check_name(test: Mapping) -> str:
         base = re.sub(r"%s(?=_|$)" % file_name.replace(".", "_"), file_name, base)
     words = re.sub(r"^test_[a-z]+\d*(_\d+)?_", "", base).replace("_", " ")
     return words + (" [" + case if case else "")
-
-
-def _clause_order(clause: str) -> int:
-    return list(CLAUSES).index(clause)

@@ -1,8 +1,9 @@
 """The learner's view, whole, against a committed snapshot in each language.
 
 Each failure below is made by the suite's own judgements (expect.*) from a fixed runner outcome,
-so the snapshot shows exactly what a learner reads: the step headings, the evidence, hints chosen
-from it, a failure shared by two checks shown once, and a harness error set apart. A change to
+so the snapshot shows exactly what a learner reads: each failed clause once with its cause, the
+evidence and a hint chosen from it, the other checks that saw it a line each, a clause blocked by
+another's failure, and a harness error set apart. A change to
 any wording shows up here as a diff to review; after an intended change, regenerate with
 PYOPS_UPDATE_SNAPSHOTS=1 and commit the files.
 """
@@ -58,13 +59,16 @@ def judged(test_id, judge, check_clause=None):
     """The report entry of a check (of `check_clause`, else of the clause it broke) whose `judge()` fails."""
     with pytest.raises(expect.ClauseFailure) as failure:
         judge()
-    return {
+    entry = {
         "id": test_id,
         "clause": check_clause or failure.value.clause,
         "outcome": "failed",
         "message": str(failure.value),
         "duration_s": 0.1,
     }
+    if entry["clause"] != failure.value.clause:  # as the plugin records it (verdicts.py)
+        entry["charged"] = failure.value.clause
+    return entry
 
 
 def passed(test_id, clause):
@@ -122,7 +126,7 @@ def class_report():
             # A second check that failed on the same call the same way: shown once, counted.
             judged("test_s2_4_hang_sh_grandchild_sleep_is_killed", lambda: expect.no_survivors(left_behind, "S2.4")),
             judged("test_s3_2_waits_double_each_time_measured_by_the_command", constant_waits),
-            # Found by a check of S3 but breaking S2.4: shown under S2, and S3 says so.
+            # Found by a check of S3 but breaking S2.4: charged to S2.4, and S3.3 is blocked by it.
             judged(
                 "test_s3_3_hang_sh_timed_out_twice_leaves_nothing",
                 lambda: expect.no_survivors(retried_left_behind, "S2.4"),
