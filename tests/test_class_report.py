@@ -219,7 +219,7 @@ class Page(HTMLParser):
 
 
 def cell_state(cell: Dict[str, str]) -> str:
-    (state,) = set(cell["class"].split()) & {"passed", "some", "failed", "none"}
+    (state,) = set(cell["class"].split()) & {"passed", "some", "failed", "blocked", "none"}
     return state
 
 
@@ -301,6 +301,26 @@ def test_the_most_frequent_failures_are_grouped_by_clause_and_line_and_ranked_by
     text = page.all_text()
     assert "expected: no process of the command left running alice, carol, dave" in text
     assert "[S2.4]" not in text  # the heading line of the messages is not what they are grouped by
+
+
+def test_the_failures_count_causes_never_cascades_and_blocked_cells_stand_apart():
+    # Ines's runs.jsonl line is built by hand: S3.2's checks ran into it (their failures name
+    # S7.1, so they are charged there) and S3.2 is blocked, not failed. Jo's runner exits 0 for
+    # everything: its basic call fails S1.3, which blocks every other `run` clause.
+    ines = student("ines", [("S7.1", 2, "one JSON object per line"), ("S3.2", None, "one JSON object per line")])
+    for test in ines["tests"]:
+        if test["clause"] == "S3.2":
+            test.update(message=expect.render("S7.1", "one JSON object per line", "not JSON", None), charged="S7.1")
+    jo = student("jo", [(clause, None, "exit code 3") for clause in ("S1.3", "S2.1", "S3.1")])
+    for test in jo["tests"]:
+        if test["outcome"] == "failed":
+            test["blocked_by"] = "S1.3"
+    page = Page(render([ines, jo, student("kim", [("S7.1", 1, "one JSON object per line")])]))
+    groups = [(g["data-clause"], int(g["data-students"])) for g in page.having("data-students")]
+    assert groups == [("S7.1", 2), ("S1.3", 1)], groups
+    assert cell_state(page.cells[("ines", "S3.2")]) == "blocked"
+    assert page.cells[("ines", "S3.2")]["title"] == "ines S3.2: blocked by S7.1"
+    assert cell_state(page.cells[("jo", "S2.1")]) == "blocked" and cell_state(page.cells[("jo", "S1.3")]) == "failed"
 
 
 def test_only_the_top_failures_are_listed():

@@ -12,6 +12,7 @@ import html
 import statistics
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from conformance import verdicts
 from conformance.clauses import CLAUSES
 
 GRADED = "graded"
@@ -26,11 +27,13 @@ BANDS: List[Tuple[int, int]] = [(low, low + 10) for low in range(0, 100, 10)] + 
 # Cell states of the heat map: (label in the legend, background). A light green, so the eye goes to
 # what failed. Glyphs in the cells (a number, a cross) say the same as the colours, for readers who
 # cannot tell green from red, and on paper.
-PASSED, SOME, ALL_FAILED, NOT_GRADED = "passed", "some", "failed", "none"
+# A clause blocked by another one's failure (verdicts.py) is set apart: not this clause's mistake.
+PASSED, SOME, ALL_FAILED, BLOCKED, NOT_GRADED = "passed", "some", "failed", "blocked", "none"
 STATES = {
     PASSED: ("all checks passed", "#7cc691"),
     SOME: ("some checks failed", "#f2a541"),
     ALL_FAILED: ("all checks failed", "#d6453d"),
+    BLOCKED: ("blocked by another clause's failure", "#8fa3bf"),
     NOT_GRADED: ("not graded", "repeating-linear-gradient(45deg, #e4e4e4 0 4px, #f3f3f3 4px 8px)"),
 }
 
@@ -393,6 +396,7 @@ def _heat_map(roster: Sequence[Mapping], clauses: Sequence[str]) -> str:
     for student in roster:
         name = _name(student)
         outcomes = _outcomes(student)
+        judged = verdicts.of_tests(student.get("tests") or ())
         status = str(student.get("status"))
         badge = "" if status == GRADED else ' <span class="badge">%s</span>' % _e(status)
         row = ['<tr data-student="%s"><th title="%s">%s%s</th>' % (_e(name), _e(name), _e(name), badge)]
@@ -401,9 +405,14 @@ def _heat_map(roster: Sequence[Mapping], clauses: Sequence[str]) -> str:
             state = _state(checks)
             missed = sum(outcome != "passed" for outcome in checks)
             glyph = {SOME: str(missed), ALL_FAILED: "✗"}.get(state, "")
+            tooltip = _tooltip(name, status, clause, checks)
+            entry = judged.get(clause) or {}
+            if entry.get("verdict") == verdicts.BLOCKED:
+                state, glyph = BLOCKED, "–"
+                tooltip = "%s %s: blocked by %s" % (name, clause, ", ".join(entry["blocked_by"]))
             row.append(
                 '<td class="cell %s%s" data-clause="%s" title="%s">%s</td>'
-                % (state, gap[clause], _e(clause), _e(_tooltip(name, status, clause, checks)), glyph)
+                % (state, gap[clause], _e(clause), _e(tooltip), glyph)
             )
         fraction = _fraction(student)
         row.append('<td class="score">%s</td></tr>' % ("–" if fraction is None else _percent(fraction)))
@@ -441,13 +450,15 @@ def _frequent_failures(students: Sequence[Mapping], clauses: Sequence[str]) -> s
     many checks the same way does not outweigh a mistake half the class made."""
     who: Dict[Tuple[str, str], Set[str]] = {}
     checks: Dict[Tuple[str, str], int] = {}
-    # Only "failed": an "error" is the suite's or the machine's problem, nothing to teach.
+    # Causes only: each failed clause of a student once, by its cause (verdicts.py). A blocked
+    # clause is another one's cascade, and an "error" the suite's or the machine's problem:
+    # nothing to teach.
     for student in _graded(students):
-        for test in student.get("tests") or ():
-            if test.get("outcome") == "failed" and test.get("clause") is not None:
-                key = (str(test["clause"]), _gist(test.get("message") or "", str(test["clause"])))
+        for clause, entry in verdicts.of_tests(student.get("tests") or ()).items():
+            if entry["verdict"] == verdicts.FAILED:
+                key = (clause, _gist(entry.get("message") or "", clause))
                 who.setdefault(key, set()).add(_name(student))
-                checks[key] = checks.get(key, 0) + 1
+                checks[key] = checks.get(key, 0) + 1 + len(entry.get("also_seen") or ())
     heading = "Most frequent failures"
     if not _graded(students):
         return _section("failures", heading, [NO_GRADED])
@@ -457,8 +468,8 @@ def _frequent_failures(students: Sequence[Mapping], clauses: Sequence[str]) -> s
     ranked = sorted(who, key=lambda key: (-len(who[key]), -checks[key], order.get(key[0], len(order)), key[1]))
     shown = "; the %d most shared of %d" % (TOP_FAILURES, len(ranked)) if len(ranked) > TOP_FAILURES else ""
     body = [
-        '<p class="muted">Failed checks grouped by clause and by what their message says went wrong, the most '
-        "widely shared first%s.</p>" % shown,
+        '<p class="muted">Failed clauses grouped by their cause (what the first check that showed it says went '
+        "wrong; clauses blocked by another's failure are not counted), the most widely shared first%s.</p>" % shown,
         '<ol class="failures">',
     ]
     for key in ranked[:TOP_FAILURES]:
