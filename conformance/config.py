@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
-from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS
+from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS, steps_for
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +37,10 @@ class LabConfig:
     def visibility_of(self, clause: str) -> str:
         step = CLAUSES[clause].step if clause in CLAUSES else ""
         return self.visibility.get(step, self.default_visibility)
+
+    def most_points(self) -> float:
+        """The lab's points in all: every step of the configuration's profile."""
+        return round(sum(self.step_points.get(step, 0.0) for step in steps_for(self.profile)), 4)
 
     def worth(self, clauses: Iterable[str]) -> Dict[str, float]:
         """The most points each of `clauses` (those graded) can earn: its own, or its share of

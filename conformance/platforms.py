@@ -63,7 +63,7 @@ def gradescope(report: Mapping, config: LabConfig) -> Dict:
 def gradescope_failure(name: str, reason: str, config: LabConfig) -> Dict:
     """A Gradescope results.json for a submission that was not graded: one failed, visible test
     saying why, score 0 out of the lab's points (each step of the configuration's profile)."""
-    most = round(sum(config.step_points.get(step, 0.0) for step in steps_for(config.profile)), 4)
+    most = config.most_points()
     test = {
         "name": name,
         "number": "",

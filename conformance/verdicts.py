@@ -71,6 +71,16 @@ def of_tests(tests: Sequence[Mapping]) -> Dict[str, Dict]:
     return verdicts
 
 
+def summary(verdicts: Mapping[str, Mapping]) -> str:
+    """The clauses that did not pass, in a line: "failed: S2.4 S5.2; blocked: S3.3" ("" when all did)."""
+    parts = []
+    for verdict in (FAILED, BLOCKED, ERROR):
+        clauses = [clause for clause, entry in verdicts.items() if entry["verdict"] == verdict]
+        if clauses:
+            parts.append("%s: %s" % (verdict, " ".join(clauses)))
+    return "; ".join(parts)
+
+
 _WORDS = {
     "en": {
         "passed": "all %d checks passed",

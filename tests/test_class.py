@@ -91,14 +91,15 @@ def test_every_input_of_a_grading_is_in_its_resume_key():
 def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
     store = Store(tmp_path / "out", load())
     store.open()
-    graded = {"student": "alice", "status": "graded", "score": 26.5, "max_score": 28.0, "message": ""}
+    graded = {"student": "alice", "status": "graded", "score": 26.49999, "max_score": 28.0, "message": ""}
     graded["steps"] = {"S1": {"points": 3.0, "max_points": 3.0}, "S2": {"points": 2.5, "max_points": 4.0}}
     hostile = {"student": "=cmd()", "status": "error", "score": None, "max_score": None, "steps": {}}
     hostile["message"] = "-1+1 no runner.py"
     store.write_grades([hostile, graded], ["S1", "S2"])
     lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()
     assert lines[0] == "student,score,max_score,status,S1,S2,message"
-    assert lines[1] == "'=cmd(),0,,error,,,'-1+1 no runner.py"
+    # The lab's max score on every row, the points to two decimals at most.
+    assert lines[1] == "'=cmd(),0,28,error,,,'-1+1 no runner.py"
     assert lines[2] == "alice,26.5,28,graded,3,2.5,"
 
 
@@ -247,6 +248,8 @@ def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, ope
     assert "S2.4" in failed and failed <= {"S2.1", "S2.3", "S2.4", "S6.4"}, failed
     assert graded["bob"]["status"] == "graded" and float(graded["bob"]["score"]) < 28
     assert float(graded["bob"]["S2"]) < 4 and graded["bob"]["S1"] == "3"
+    # Why bob lost points, in his row: the clauses that did not pass.
+    assert graded["bob"]["message"].startswith("failed: ") and "S2.4" in graded["bob"]["message"]
     gradescope = json.loads((out / "bob" / "gradescope.json").read_text())
     assert gradescope["score"] == pytest.approx(float(graded["bob"]["score"]), abs=1e-3)
     assert "Ctrl-C" not in (out / "report.html").read_text()  # written, and from the store alone

@@ -68,3 +68,13 @@ def test_the_learner_reads_the_cause_once_and_one_line_per_other_check():
     ]
     text = verdicts.explain(verdicts.of_tests(tests)["S2.1"], tests)
     assert text.count("hint:") == 1 and text.endswith("also seen in 1 more check(s):\n  - c: it took 4.0s")
+
+
+def test_a_line_says_which_clauses_did_not_pass():
+    tests = [
+        check("a", "S2.4", "failed", "[S2.4] ..."),
+        check("b", "S3.3", "failed", "[S2.4] ...", charged="S2.4"),
+        check("c", "S1.1"),
+    ]
+    assert verdicts.summary(verdicts.of_tests(tests)) == "failed: S2.4; blocked: S3.3"
+    assert verdicts.summary(verdicts.of_tests([check("c", "S1.1")])) == ""

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional
 
-from conformance import platforms, report
+from conformance import platforms, report, verdicts
 from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
 from conformance.config import LabConfig
 
@@ -96,6 +96,7 @@ class Store:
             record["score"] = suite_report["score"]["points"]
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
+            record["message"] = record["message"] or verdicts.summary(verdicts.of_tests(suite_report["tests"]))
         report.write_atomically(folder / "output.txt", outcome.get("output", ""))
         report.write_report(folder / "grading.json", record)
         return record
@@ -112,21 +113,23 @@ class Store:
         report.write_atomically(self.folder / name, text)
 
     def write_grades(self, records: Iterable[Mapping], steps: List[str]) -> None:
-        """grades.csv: student, score, max_score, status, each step's points, and why (not graded)."""
+        """grades.csv: student, score, max_score (on every row), status, each step's points, and
+        why: the clauses that did not pass, or why it was not graded."""
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(CSV_COLUMNS + steps + ["message"])
         for record in sorted(records, key=lambda r: r["student"]):
             graded = record["status"] == GRADED
             row = [_safe_cell(record["student"]), _number(record["score"]) if graded else 0]
-            row += [_number(record["max_score"]) if graded else "", record["status"]]
+            row += [_number(record["max_score"] if graded else self.config.most_points()), record["status"]]
             row += [_number(record["steps"].get(step, {}).get("points", 0)) if graded else "" for step in steps]
             writer.writerow(row + [_safe_cell(record.get("message", ""))])
         report.write_atomically(self.folder / "grades.csv", text.getvalue())
 
 
 def _number(value: float) -> str:
-    return ("%.4f" % value).rstrip("0").rstrip(".") if value is not None else ""
+    """Points to two decimals at most, as a gradebook takes them (26.5, not 26.5000)."""
+    return ("%.2f" % value).rstrip("0").rstrip(".") if value is not None else ""
 
 
 def _safe_cell(text: str) -> str:
