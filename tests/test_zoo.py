@@ -77,6 +77,16 @@ def test_mutant_fails_its_clause(tmp_path, mutant):
     assert not english, "mutant %s: English in a Japanese report:\n%s" % (mutant.name, "\n".join(english))
 
 
+def test_one_defect_is_charged_to_its_clause_once(tmp_path):
+    # A runs.jsonl line built by hand breaks on the quote in S3.2's command; its backoff is right.
+    # S3.2 judges its waits from the command's own clock then, and only S7.1 is charged.
+    mutant = next(mutant for mutant in MUTANTS if mutant.name == "record-built-by-hand")
+    graded = grade_clauses(tmp_path, build(mutant, tmp_path), ["S3.2", "S7.1"])
+    verdicts = {clause: entry["verdict"] for clause, entry in graded.report["clauses"].items()}
+    assert verdicts == {"S3.2": "passed", "S7.1": "failed"}, graded.explain()
+    assert "S7.1" in graded.stdout and "[S3.2]" not in graded.stdout, graded.stdout
+
+
 # Runners that do nothing, each in a way a learner's first file might: none may earn a point.
 DOES_NOTHING = {
     "empty": "",

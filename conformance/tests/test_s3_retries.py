@@ -4,6 +4,7 @@ import pytest
 
 from conformance import expect, timing
 from conformance.commands import FLAKY, calls, counted, flaky_calls, sh, starts
+from conformance.labfiles import LabFileRefused
 from conformance.scenarios import backoff_schedule, hang_retried
 
 clause = pytest.mark.clause
@@ -48,10 +49,18 @@ def test_s3_1_retries_apply_to_any_nonzero_code(runner):
 @slow(8)
 @judges("backoff-1")
 def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
-    # Three waits tell exponential from linear (1, 2, 3), constant (1, 1, 1) and off-by-one
-    # (2, 4, 8 or 0.5, 1, 2) schedules.
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
+    waits_measured_by_the_command(result)
+
+
+def waits_measured_by_the_command(result):
+    """S3.2 judged by the start times the command itself wrote.
+
+    Three waits tell exponential from linear (1, 2, 3), constant (1, 1, 1) and off-by-one
+    (2, 4, 8 or 0.5, 1, 2) schedules.
+    """
+    __tracebackhide__ = True
     started = starts(result.work_file("calls"))
     expect.count_is(result, expect.say("attempts", "試行回数"), len(started), 4, "S3.1")
     gaps = [later - earlier for earlier, later in zip(started, started[1:])]
@@ -78,22 +87,28 @@ def test_s3_2_waits_double_each_time_measured_by_the_command(runner):
 def test_s3_2_waits_read_from_runs_jsonl(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
-    records = expect.records(result, 4, "S3.2")
-    record_starts = [expect.field(result, record, "ts") for record in records]
+    try:
+        records = expect.records(result, 4)
+        record_starts = [expect.field(result, record, "ts") for record in records]
+        waits = []
+        for k in (1, 2, 3):
+            previous_ms = expect.field(result, records[k - 1], "duration_ms")
+            try:
+                waits.append((record_starts[k] - record_starts[k - 1]).total_seconds() - previous_ms / 1000.0)
+            except TypeError:  # one ts with a UTC offset and one without
+                expect.fail(
+                    "S7.2",
+                    expect.say("every ts written the same way", "すべての ts が同じ形式で書かれる"),
+                    expect.say("ts %s and %s", "ts %s と %s") % (record_starts[k - 1], record_starts[k]),
+                    result,
+                )
+    except (expect.ClauseFailure, LabFileRefused):
+        # runs.jsonl cannot tell the waits: a defect of S7, which its own checks charge. This one
+        # judges its own clause from its own evidence, the command's clock.
+        waits_measured_by_the_command(result)
+        return
     # A ts without a fraction of a second is allowed, so allow a whole second of rounding then.
     rounding = 0.0 if all("." in record.value["ts"] for record in records) else 1.0
-    waits = []
-    for k in (1, 2, 3):
-        previous_ms = expect.field(result, records[k - 1], "duration_ms")
-        try:
-            waits.append((record_starts[k] - record_starts[k - 1]).total_seconds() - previous_ms / 1000.0)
-        except TypeError:  # one ts with a UTC offset and one without
-            expect.fail(
-                "S7.2",
-                expect.say("every ts written the same way", "すべての ts が同じ形式で書かれる"),
-                expect.say("ts %s and %s", "ts %s と %s") % (record_starts[k - 1], record_starts[k]),
-                result,
-            )
     for k, (waited, wanted) in enumerate(zip(waits, (1, 2, 4)), start=1):
         expect.within(
             waited,

@@ -321,6 +321,11 @@ MUTANTS = (
     _m("runs-jsonl-rewritten", "S7.1", LEARNER,
        "opens runs.jsonl with mode 'w', rewriting it on every attempt",
        ('    with open(RUNS, "a") as f:', '    with open(RUNS, "w") as f:')),
+    _m("record-built-by-hand", "S7.1", LEARNER,
+       "builds the JSON line with % formatting, which breaks on a quote in the command",
+       ("        f.write(json.dumps(entry) + \"\\n\")",
+        "        f.write('{\"ts\": \"%s\", \"cmd\": [\"%s\"], \"attempt\": %d, \"rc\": %d, \"duration_ms\": %d}\\n'\n"
+        "                % (ts, '\", \"'.join(cmd), attempt, rc, entry[\"duration_ms\"]))")),
     _m("record-without-newline", "S7.1", LEARNER,
        "writes json.dumps(entry) without the newline, so records run together",
        ("        f.write(json.dumps(entry) + \"\\n\")", "        f.write(json.dumps(entry))")),
