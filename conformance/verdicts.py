@@ -13,6 +13,7 @@ A clause is
 So one defect is charged to one clause, once, however many checks see it.
 """
 
+import re
 from typing import Dict, List, Mapping, Sequence
 
 from conformance.clauses import CLAUSES
@@ -84,13 +85,13 @@ def summary(verdicts: Mapping[str, Mapping]) -> str:
 _WORDS = {
     "en": {
         "passed": "all %d checks passed",
-        "also": "also seen in %d more check(s):",
+        "also": "  also seen in %d more check(s):",
         "blocked": "blocked by %s: this clause could not be judged until that is fixed (not charged here)",
         "skipped": "not run",
     },
     "ja": {
         "passed": "%d 件のチェックすべてに合格",
-        "also": "ほかに %d 件のチェックでも同じ不合格:",
+        "also": "  ほかに %d 件のチェックでも:",
         "blocked": "%s のためにブロックされました: それを直すまでこの項目は判定できません(ここでは減点しません)",
         "skipped": "実行していません",
     },
@@ -107,16 +108,25 @@ def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
         return words["skipped"]
     if verdict == BLOCKED:
         return words["blocked"] % ", ".join(entry["blocked_by"]) + "\n\n" + entry.get("message", "")
-    lines = [entry.get("message", "")]
+    lines = [entry.get("message", "").rstrip("\n")]
     also = entry.get("also_seen") or []
     if also:
         by_id = {test["id"]: test for test in tests}
-        lines += ["", words["also"] % len(also)]
-        lines += ["  - %s: %s" % (check.split("::")[-1], actual(by_id.get(check, {}))) for check in also]
+        lines.append(words["also"] % len(also))
+        lines += ["    - %s: %s" % (check_name(check), _actual(by_id.get(check, {}))) for check in also]
     return "\n".join(lines)
 
 
-def actual(test: Mapping) -> str:
+def check_name(test_id: str) -> str:
+    """A check's name as a learner can read it: `a timeout is retried`, from test_s3_3_a_timeout_is_retried."""
+    base, _, case = test_id.split("::")[-1].partition("[")
+    for file_name in ("hang.sh", "flaky.sh", "apply.sh", "runs.jsonl", "applied.log"):
+        base = re.sub(r"%s(?=_|$)" % file_name.replace(".", "_"), file_name, base)
+    words = re.sub(r"^test_[a-z]+\d*(_\d+)?_", "", base).replace("_", " ")
+    return words + (" [" + case if case else "")
+
+
+def _actual(test: Mapping) -> str:
     """What a failed check saw, in one line: its `actual` line, else its first."""
     lines = (test.get("message") or "").splitlines()
     found = next((line for line in lines if line.lstrip().startswith(("actual:", "実際:"))), None)

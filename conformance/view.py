@@ -1,4 +1,5 @@
-"""The learner's view of a grading: what failed, by step in the lab's order, then the table.
+"""The learner's view of a grading: each failed clause once, with its cause, in the lab's order;
+what that blocked; then the step table.
 
 Built from the JSON report alone, so it says nothing a report does not hold and carries none of
 the test runner's noise (banners, worker lines, progress dots, test ids, paths into the suite).
@@ -6,7 +7,6 @@ The pytest view stays available (`--view pytest`) for maintainers of the suite.
 """
 
 import os
-import re
 from typing import Dict, List, Mapping, Optional
 
 from conformance import identity, verdicts
@@ -17,7 +17,6 @@ from conformance.sandbox import CHROOT, SHARED
 _WORDS = {
     "en": {
         "failed": "%(failed)d of %(total)d clauses failed; each is shown once, with its cause:",
-        "also": "  also seen in %d more check(s):",
         "blocked": "Blocked until the clauses above are fixed (not charged):",
         "blocked_by": "  by %(by)s: %(clauses)s",
         "errors": (
@@ -37,7 +36,6 @@ _WORDS = {
     },
     "ja": {
         "failed": "%(total)d 項目中 %(failed)d 項目が不合格。それぞれ原因とともに 1 回ずつ示します:",
-        "also": "  ほかに %d 件のチェックでも:",
         "blocked": "上の項目を直すまで判定できない項目(減点なし):",
         "blocked_by": "  %(by)s のため: %(clauses)s",
         "errors": (
@@ -112,13 +110,8 @@ def render(data: Mapping, lang: str) -> List[str]:
     lines: List[str] = []
     if failed:
         lines += ["", words["failed"] % {"failed": len(failed), "total": len(judged)}]
-    by_id = {test["id"]: test for test in tests}
     for entry in failed:
-        lines += [""] + entry["message"].rstrip("\n").splitlines()
-        also = entry.get("also_seen") or []
-        if also:
-            lines.append(words["also"] % len(also))
-            lines += ["    - %s: %s" % (_check_name(by_id[check]), verdicts.actual(by_id[check])) for check in also]
+        lines += [""] + verdicts.explain(entry, tests, lang).splitlines()
     if blocked:
         # One line per cause: what waits on it, by id (the step table and the lab name them).
         waiting: Dict[str, List[str]] = {}
@@ -132,13 +125,3 @@ def render(data: Mapping, lang: str) -> List[str]:
     if not failed and not blocked and not errors:
         lines += ["", words["all_passed"]]
     return lines + step_table(tests, data["profile"], lang)
-
-
-def _check_name(test: Mapping) -> str:
-    """A check's name as a learner can read it: `a timeout is retried`, from test_s3_3_a_timeout_is_retried."""
-    name = test["id"].split("::")[-1]
-    base, _, case = name.partition("[")
-    for file_name in ("hang.sh", "flaky.sh", "apply.sh", "runs.jsonl", "applied.log"):
-        base = re.sub(r"%s(?=_|$)" % file_name.replace(".", "_"), file_name, base)
-    words = re.sub(r"^test_[a-z]+\d*(_\d+)?_", "", base).replace("_", " ")
-    return words + (" [" + case if case else "")

@@ -36,7 +36,7 @@ def test_prairielearn_scores_a_fraction_and_names_each_clause():
     assert failed["name"].startswith("S2.3 ") and failed["description"] == failed["name"][len("S2.3 ") :]
     assert failed["message"] == "[S2.3] ..." and "expected: exit code 124" in failed["output"]
     # The cause once; the other check that saw it in one line.
-    assert failed["output"].count("expected: exit code 124") == 1 and "test_bad[1]" in failed["output"]
+    assert failed["output"].count("expected: exit code 124") == 1 and "- test bad [1]: " in failed["output"]
     assert "S1   " in result["output"] and "1 of 2 clauses passed" in result["message"]
 
 
