@@ -46,6 +46,7 @@ from conformance.sandbox import (
     LabMaker,
     probe_chroot,
     probe_namespace,
+    remove_abandoned_labs,
 )
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
@@ -184,6 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pyops["profile"] = config.getoption("--lab-profile")  # type: ignore[attr-defined]
     config.pyops["ahead"] = played_ahead(config)  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
+    remove_abandoned_labs()  # what gradings killed earlier left (SIGKILL, a lost container)
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]

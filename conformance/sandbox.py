@@ -18,17 +18,21 @@ its own version of those two folders. Two ways to give it one:
   back byte for byte afterwards (see restore.py).
 """
 
+import atexit
 import contextlib
 import ctypes
 import errno
 import fcntl
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from conformance import labfiles, roots
 from conformance.commands import FIXTURE_SETTINGS, SETTINGS
@@ -560,7 +564,8 @@ class LabMaker:
             with self.roots.leased() as system_root, _folder_in(system_root) as root:
                 yield Lab(root, self.mode, self.runner_source, None, user, system_root)
             return
-        root = Path(tempfile.mkdtemp(prefix=_lab_prefix(self.session), dir=labs_folder(user)))
+        folder = labs_folder(user)
+        root = Path(tempfile.mkdtemp(prefix=_lab_prefix(self.session) + "o%s-" % _owner_in(folder), dir=folder))
         if self.mode == NAMESPACE:
             _bound(root)
         lock = SharedLock() if self.mode == SHARED else None
@@ -624,6 +629,84 @@ def labs_folder(user: Optional[RunnerUser]) -> str:
 
 def _lab_prefix(session: str) -> str:
     return "pyops-lab-%s-" % session
+
+
+# Each grading holds an flock on an owner file in the folder of its labs for as long as any of its
+# processes lives (workers forked from it share the lock), and names its labs after it. A lab whose
+# owner file is free belongs to a grading that was killed (SIGKILL, a lost container): the next
+# grading removes it (remove_abandoned_labs), where nothing of the killed one could.
+OWNER_PREFIX = "pyops-owner-"
+_OWNER_IN_NAME = re.compile(r"-o([0-9a-f]{16})-")
+_owners: Dict[str, str] = {}  # folder: this grading's owner id there
+
+
+def _owner_in(folder: str) -> str:
+    """This grading's owner id in `folder`; its owner file made, locked and put in place on first use."""
+    if folder not in _owners:
+        owner = uuid.uuid4().hex[:16]
+        # Locked before it has its name: a file under that name is held by a live grading, or free.
+        fd, temporary = tempfile.mkstemp(prefix=".%s" % OWNER_PREFIX, dir=folder)  # O_EXCL, O_CLOEXEC, 0600
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(temporary, os.path.join(folder, OWNER_PREFIX + owner))
+        _owners[folder] = owner  # the descriptor stays open (and locked) until the process ends
+        atexit.register(_let_go, os.path.join(folder, OWNER_PREFIX + owner), os.getpid())
+    return _owners[folder]
+
+
+def _let_go(path: str, maker: int) -> None:
+    if os.getpid() == maker:  # the process that made it, not a worker forked from it
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def remove_abandoned_labs() -> None:
+    """Remove the labs (and owner files) of gradings of this uid that were killed: those whose
+    owner file no process holds. Never follows a link; a folder of another uid is left alone."""
+    me = os.geteuid()
+    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), *PASSABLE_TMP}):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        free: Dict[str, bool] = {}
+        for name in names:
+            found = _OWNER_IN_NAME.search(name) if name.startswith("pyops-lab-") else None
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if found is None or not stat.S_ISDIR(info.st_mode) or info.st_uid != me:
+                continue
+            owner = found.group(1)
+            if owner not in free:
+                free[owner] = _free(os.path.join(folder, OWNER_PREFIX + owner))
+            if free[owner]:
+                _remove_lab(Path(folder) / name)
+        # Then the owner files no process holds, whether a lab still named them or not (a worker
+        # that ended with os._exit never let go of its own).
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.startswith(OWNER_PREFIX) and (free.get(name[len(OWNER_PREFIX) :]) or _free(path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+
+def _free(path: str) -> bool:
+    """Is owner file `path` ours and held by no process? (Not when it is missing or odd: then unknown.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # and with it the lock just taken
 
 
 def labs_of(session: str) -> List[Path]:

@@ -6,6 +6,7 @@ one the suite must exit 1 with failures named by clause, with no harness error, 
 process of the session running.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +25,7 @@ import pytest
 
 import conformance
 from conformance import identity, sandbox
-from conformance.processes import SESSION_VAR, tagged
+from conformance.processes import SESSION_VAR, of_session, tagged
 from tests.grading import REFERENCE, grade
 
 pytestmark = pytest.mark.hostile
@@ -666,3 +667,45 @@ def test_a_runner_cannot_excuse_its_lateness_with_load_of_its_own(tmp_path):
     graded = grade(tmp_path, runner, "--clause", "S3.2", workers=2)
     assert graded.report["summary"]["errors"] == 0, graded.explain()
     assert graded.rc == 1 and any(t["clause"] == "S3.2" for t in graded.failed()), graded.explain()
+
+
+# A grading killed with SIGKILL (an out-of-memory kill, a lost container) can remove nothing: its
+# labs' memory file systems stayed mounted in /dev/shm, with what its runners wrote in them, until
+# the machine restarted. The next grading on the machine removes them.
+def test_the_labs_of_a_killed_grading_are_removed_by_the_next_one(tmp_path):
+    session = "killed-%s" % uuid.uuid4().hex[:8]
+    runner = tmp_path / "runner.py"
+    runner.write_text("import time\ntime.sleep(120)\n")  # a lab in use for as long as the grading lives
+    grading = subprocess.Popen(
+        [sys.executable, "-m", "conformance", "--runner", str(runner), "-n", "2"],
+        cwd=str(tmp_path),
+        env=dict(os.environ, **{SESSION_VAR: session}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not sandbox.labs_of(session) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = sandbox.labs_of(session)
+        assert left, "the grading made no lab within 60 s"
+    finally:
+        os.killpg(grading.pid, 9)
+        grading.wait()
+        # What it started in sessions of their own (stand-ins, runners) is killed too, as a lost
+        # container would have it: nothing of the grading lives on to hold its labs.
+        until = time.monotonic() + 10
+        while of_session(session) and time.monotonic() < until:
+            for process in of_session(session):
+                with contextlib.suppress(Exception):
+                    process.kill()
+            time.sleep(0.2)
+        assert not of_session(session), "the killed grading's processes live on"
+    assert all(lab.exists() for lab in left), "the killed grading removed its labs itself"
+    graded = grade(tmp_path, REFERENCE, "--clause", "S1.3", workers=0)
+    assert graded.rc == 0, graded.explain()
+    mounts = Path("/proc/self/mounts").read_text()
+    assert not any(lab.exists() for lab in left) and session not in mounts, "labs of the killed grading left"
+    owners = {lab.parent / (sandbox.OWNER_PREFIX + lab.name.split("-o")[1][:16]) for lab in left}
+    assert not [owner for owner in owners if owner.exists()], "owner files of the killed grading left"

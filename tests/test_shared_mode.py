@@ -20,7 +20,7 @@ import pytest
 
 from conformance.processes import SESSION_VAR, reap, tagged
 from conformance.sandbox import BIN_DIR, FIXTURES, SUB_DIR, MountPlan, probe_namespace
-from tests.test_cpuwait import SUCCESS_CHECK, contended_runner
+from tests.test_cpuwait import CONTENDED_CPU, SUCCESS_CHECK, contended_runner
 from tests.tree import learner_folder, tree_state
 
 
@@ -48,14 +48,20 @@ def machine(tmp_path):
 
     started = []
 
-    def start(*options):
+    def start(*options, cpus=None):
         argv = [sys.executable, "-m", "conformance", "--isolation", "shared", "--json", str(tmp_path / "r.json")]
+
+        def preexec():
+            plan.enter(tmp_path, [(sub, SUB_DIR), (bin_dir, BIN_DIR)])
+            if cpus is not None:
+                os.sched_setaffinity(0, cpus)
+
         suite = subprocess.Popen(
             argv + list(options),
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=lambda: plan.enter(tmp_path, [(sub, SUB_DIR), (bin_dir, BIN_DIR)]),
+            preexec_fn=preexec,
         )
         started.append(suite)
         return suite
@@ -97,7 +103,9 @@ def test_a_check_played_again_in_place_gets_the_real_paths_again(machine, tmp_pa
     # the first play lets them go first, or the replay would wait for itself forever.
     start, unchanged, report_folder, _ = machine
     runner = contended_runner(tmp_path, 0)
-    suite = start("--runner", str(runner), "-n", "0", *SUCCESS_CHECK)
+    # The whole grading on the busy CPU, as the runner: a machine busy for everyone, so the check
+    # stays not judged (a runner that made only itself wait would fail its last play).
+    suite = start("--runner", str(runner), "-n", "0", *SUCCESS_CHECK, cpus={CONTENDED_CPU})
     output = suite.communicate(timeout=120)[0].decode()
     (check,) = json.loads((report_folder / "r.json").read_text())["tests"]
     assert suite.returncode == 2 and check["plays"] == 3 and "not judged" in check["message"], output
