@@ -247,10 +247,29 @@ def test_a_runner_late_only_by_its_cpu_wait_is_played_again_then_not_judged(tmp_
     assert check["not_judged"] is True  # what a class grades again, alone (classroom/batch.py)
 
 
+# A runner that makes only itself wait: on the busy CPU, it lowers its own share of it to almost
+# nothing (its autogroup's nice 19: a weight of 15 against the hogs' 1024 each), then computes for
+# 20 ms, which takes it seconds. No load the machine puts on everyone explains a wait like that.
+STARVES_ITSELF = """
+import os, subprocess, sys, time
+args = sys.argv[1:]
+if "--backoff" not in args:
+    sys.exit(subprocess.call(args[args.index("--") + 1:]))
+os.sched_setaffinity(0, {CPU})
+with open("/proc/self/autogroup", "w") as autogroup:
+    autogroup.write("19")
+spent = time.process_time() + 0.02
+while time.process_time() < spent:
+    pass
+sys.exit(subprocess.call(args[args.index("--") + 1:]))
+"""
+
+
 def test_a_runner_that_makes_only_itself_wait_fails_when_played_alone(tmp_path, busy_cpu):
-    # The same runner pins itself to the busy CPU while the grading may use every CPU: its wait is
-    # its own doing, which the last play, alone and with the machine measured, shows.
-    graded = grade(tmp_path, contended_runner(tmp_path, 0), *SUCCESS_CHECK, workers=0)
+    # Its wait is its own doing, which the last play, alone and with the machine measured, shows.
+    runner = tmp_path / "runner.py"
+    runner.write_text(STARVES_ITSELF.replace("CPU", str(CONTENDED_CPU)))
+    graded = grade(tmp_path, runner, *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
     assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
     assert check["plays"] == 3 and "not_judged" not in check
