@@ -627,6 +627,11 @@ def labs_folder(user: Optional[RunnerUser]) -> str:
     raise OSError("no temporary folder that the runner's uid can reach (tried %s)" % ", ".join(candidates))
 
 
+def _lab_folders() -> List[str]:
+    """Every folder labs_folder may choose: where a grading looks for labs it did not make."""
+    return sorted({MEMORY_TMP, tempfile.gettempdir(), *PASSABLE_TMP})
+
+
 def _lab_prefix(session: str) -> str:
     return "pyops-lab-%s-" % session
 
@@ -663,7 +668,7 @@ def remove_abandoned_labs() -> None:
     """Remove the labs (and owner files) of gradings of this uid that were killed: those whose
     owner file no process holds. Never follows a link; a folder of another uid is left alone."""
     me = os.geteuid()
-    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), *PASSABLE_TMP}):
+    for folder in _lab_folders():
         try:
             names = os.listdir(folder)
         except OSError:
@@ -712,7 +717,7 @@ def _free(path: str) -> bool:
 def labs_of(session: str) -> List[Path]:
     """The labs of grading session `session`, and of the sessions below it, still on this machine."""
     found: List[Path] = []
-    for folder in sorted({MEMORY_TMP, tempfile.gettempdir(), *PASSABLE_TMP}):  # wherever labs_folder chose
+    for folder in _lab_folders():
         for pattern in (_lab_prefix(session) + "*", _lab_prefix(session + ".*") + "*"):
             found += Path(folder).glob(pattern)
     return found
