@@ -42,11 +42,12 @@ def run(session: pytest.Session, forks: int, then: Callable[[], None]) -> None:
     # What the grading made so far lives on in every fork: frozen, the collector leaves it alone
     # there, so a fork's pages stay shared with this process's instead of being copied.
     gc.freeze()
-    for _ in range(min(forks, len(items))):
-        children.append(_Fork.start(session, inherited=children))
-    then()
     queue = list(range(len(items)))
     try:
+        # Inside the try: a grading stopped while it makes its forks still stops those it made.
+        for _ in range(min(forks, len(items))):
+            children.append(_Fork.start(session, inherited=children))
+        then()
         for child in children:
             child.give(queue.pop(0) if queue else _STOP)
         running = [child for child in children if child.check is not None]
@@ -66,8 +67,10 @@ def run(session: pytest.Session, forks: int, then: Callable[[], None]) -> None:
             child.stop()
         raise
     finally:
+        # One deadline for all: a stopped grading waits _STOP_PATIENCE_S, not that per fork.
+        deadline = time.monotonic() + _STOP_PATIENCE_S
         for child in children:
-            child.wait()
+            child.wait(deadline)
     if session.shouldfail:
         raise session.Failed(session.shouldfail)
     if session.shouldstop:
@@ -150,10 +153,9 @@ class _Fork:
         except OSError:
             pass
 
-    def wait(self) -> None:
-        """Reap the fork; one that has not ended its check _STOP_PATIENCE_S after stop() is killed."""
+    def wait(self, deadline: float) -> None:
+        """Reap the fork; one that has not ended its check by `deadline` (after stop()) is killed."""
         self._close_tasks()
-        deadline = time.monotonic() + _STOP_PATIENCE_S
         try:
             while os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 if time.monotonic() > deadline:

@@ -356,3 +356,15 @@ def test_a_pytest_plugin_installed_beside_the_suite_does_not_touch_the_grading(t
     graded = grade(tmp_path, REFERENCE, "--clause", "S1.1", workers=2, env=env)
     assert graded.rc == 0, graded.explain()
     assert "meddled" not in graded.stdout + graded.stderr
+
+
+def test_plain_pytest_grades_with_the_plugin_named_and_only_then(tmp_path):
+    # README's way for developers: pytest with the plugin named. Without it pytest loads no part
+    # of the suite's plugin (no entry point), so a pytest session in the same environment that did
+    # not ask for a grading plays nothing in the background.
+    suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "conformance.tests"]
+    named = suite + ["-p", "conformance.plugin", "--runner", str(REFERENCE), "--lab-clause", "S1.1", "--lab-forks", "2"]
+    done = subprocess.run(named, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and re.search(r"\b1\d passed\b", done.stdout), done.stdout + done.stderr
+    unnamed = subprocess.run(suite + ["--runner", str(REFERENCE)], cwd=str(tmp_path), capture_output=True, text=True)
+    assert unnamed.returncode == 4 and "unrecognized arguments: --runner" in unnamed.stderr, unnamed.stderr

@@ -303,5 +303,8 @@ def test_a_runner_late_by_the_load_it_makes_itself_fails(tmp_path, orphans, own_
     # processes it let go of (orphans, which its stand-in adopts) are its own load all the same.
     graded = grade(tmp_path, contended_runner(tmp_path, 0, hogs=3, orphans=orphans), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
-    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
-    assert "no wait after a success" in check["message"]
+    assert graded.rc == 1 and check["outcome"] == "failed" and "not_judged" not in check, graded.explain()
+    # Late, or (on a machine loaded besides) so late that it never ended in the check's bound:
+    # either is the runner's own failure, charged to the clause.
+    assert check["clause"] == "S3.4", check["message"]
+    assert "no wait after a success" in check["message"] or "finishes by itself" in check["message"], check["message"]
