@@ -27,7 +27,13 @@ BASIC_NAME = "basic-check"  # the change the basic apply applies
 
 class Blocked(expect.ClauseFailure):
     """A check not run because its kind of call is known to fail: the basic clause's failure,
-    and its own clause is blocked by it (see verdicts.py)."""
+    and its own clause is blocked by it (see verdicts.py). `because` says what the basic call
+    did, in a line; `does_not_compile` when that was Python refusing the file."""
+
+    def __init__(self, clause: str, expected: str, actual: str, result: Result, hint: Optional[str], because: str):
+        super().__init__(clause, expected, actual, result, hint)
+        self.because = because
+        self.does_not_compile = compile_error(result) is not None
 
 
 # What went wrong with a basic call: (its Result, the clause it breaks, what it did), or None.
@@ -44,14 +50,7 @@ def basic_run(driver: Driver) -> Failure:
     if result.rc is None:
         return result, "S1.3", expect.say("never finished", "終わりませんでした")
     if result.work_file(TRACE) != TRACE_TEXT:
-        return (
-            result,
-            "S1.1",
-            compile_error(result)
-            or expect.say(
-                "ran no command (its command left no trace)", "コマンドを実行しませんでした(痕跡がありません)"
-            ),
-        )
+        return result, "S1.1", compile_error(result) or _ran_nothing(result)
     if result.rc != TRACE_CODE:
         return (
             result,
@@ -63,6 +62,23 @@ def basic_run(driver: Driver) -> Failure:
             % (TRACE_CODE, result.rc),
         )
     return None
+
+
+def _ran_nothing(result: Result) -> str:
+    """What a runner whose basic run left no trace did instead."""
+    if result.rc == 0 and not result.stdout.strip() and not result.stderr.strip():
+        # An empty file, `pass`, a bare sys.exit(0): where most first files start.
+        return expect.say(
+            "does nothing: it exited 0 at once, ran no command and printed nothing",
+            "何もしません: すぐに 0 で終了し、コマンドを実行せず、何も出力しませんでした",
+        )
+    return (
+        expect.say(
+            "ran no command (its command left no trace), and exited %s",
+            "コマンドを実行せず(痕跡がありません)、%s で終了しました",
+        )
+        % result.rc
+    )
 
 
 def basic_apply(driver: Driver) -> Failure:
@@ -178,4 +194,5 @@ class Canary:
             % (clause, what, action),
             result,
             hint,
+            what,
         )

@@ -42,6 +42,10 @@ class LabConfig:
         """The lab's points in all: every step of the configuration's profile."""
         return round(sum(self.step_points.get(step, 0.0) for step in steps_for(self.profile)), 4)
 
+    def worth_of_steps(self, steps: Iterable[str]) -> Dict[str, float]:
+        """The most points each of `steps` can earn."""
+        return {step: self.step_points.get(step, 0.0) for step in steps}
+
     def worth(self, clauses: Iterable[str]) -> Dict[str, float]:
         """The most points each of `clauses` (those graded) can earn: its own, or its share of
         what its step's points leave."""

@@ -629,8 +629,11 @@ def count_is(result: Result, what: str, found: int, wanted: int, clause: str) ->
     that(found == wanted, clause, "%s: %d" % (what, wanted), "%s: %d" % (what, found), result)
 
 
-def killed_after(result: Result, command_started: float, seconds: float, clause: str) -> None:
-    """The runner ended `seconds` after its command started: not before, and at most REACTION_S later.
+def killed_after(
+    result: Result, command_started: float, seconds: float, clause: str, late_hint: Optional[str] = None
+) -> None:
+    """The runner ended `seconds` after its command started: not before, and at most REACTION_S later
+    (`late_hint`, if given, is the hint for a runner that ended later).
 
     The lower bound counts from the runner's own start (its command cannot have started
     earlier), the upper one from the command's start, so start-up never costs a tolerance.
@@ -642,7 +645,7 @@ def killed_after(result: Result, command_started: float, seconds: float, clause:
     expected = words["killed_after"] % (seconds, seconds + timing.REACTION_S)
     actual = words["ended_after"] % (after, result.duration_s)
     that(result.duration_s >= seconds - timing.EARLY_S, clause, expected, actual, result)
-    in_time(after - (seconds + timing.REACTION_S), clause, expected, actual, result)
+    in_time(after - (seconds + timing.REACTION_S), clause, expected, actual, result, late_hint)
 
 
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
@@ -749,6 +752,7 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
             words["bad_lines"]
             % (len(broken), first.number, line_problem(first, LANG), first.shown(more=words["more_bytes"])),
             result,
+            _built_by_hand_hint(first),
         )
     raw = result.runs_bytes()
     if raw and not raw.endswith(b"\n"):
@@ -794,6 +798,32 @@ def field_words(problem: FieldProblem, lang: str) -> "tuple[str, str]":
     else:
         expected = words["int"] % key
     return expected, "%s %s (%s)" % (key, json_text(value), words["types"].get(json_type(value), json_type(value)))
+
+
+_BY_HAND_WORDS = {
+    "en": {
+        "repr": "Line %d is Python's own notation of a dict (str(record)), not JSON: write json.dumps(record) + "
+        "'\\n' instead.",
+        "format": "Line %d looks like an object written out by hand (string formatting), which breaks on the first "
+        "quote or backslash in a value (a command may hold either): build it with json.dumps(record) + '\\n'.",
+    },
+    "ja": {
+        "repr": "%d 行目は Python の dict の表記(str(record))で、JSON ではありません。代わりに "
+        "json.dumps(record) + '\\n' を書いてください。",
+        "format": "%d 行目は文字列の整形で手作りしたオブジェクトのようです。値の中の最初の引用符やバックスラッシュ"
+        "(コマンドはどちらも含みえます)で壊れます。json.dumps(record) + '\\n' で作ってください。",
+    },
+}
+
+
+def _built_by_hand_hint(record: Record) -> Optional[str]:
+    """The hint for a line that starts as an object but is not JSON: it was not made by json.dumps
+    (None for other problems: the clause's hint fits them)."""
+    if record.problem_kind != "not_json" or not record.line.lstrip().startswith(b"{"):
+        return None
+    words = _in(_BY_HAND_WORDS, LANG)
+    python_repr = record.line.lstrip()[1:].lstrip().startswith(b"'")
+    return words["repr" if python_repr else "format"] % record.number
 
 
 def line_problem(record: Record, lang: str) -> str:

@@ -100,7 +100,7 @@ def prairielearn(report: Mapping, config: LabConfig) -> Dict:
         result = {
             "gradable": True,
             "score": total["points"] / total["max_points"] if total["max_points"] else 0.0,
-            "message": _summary_line(report),
+            "message": _summary_line(report, lang),
             "output": _overview(report, lang),
             "tests": tests,
         }
@@ -169,24 +169,32 @@ def _clause_name(clause: str, lang: str) -> str:
 
 def _overview(report: Mapping, lang: str) -> str:
     """The step table and the summary: what a learner reads first."""
-    return "\n".join([_summary_line(report)] + step_table(report["tests"], report["profile"], lang)).strip() + "\n"
+    table = step_table(report["tests"], report["profile"], lang)
+    return "\n".join([_summary_line(report, lang)] + table).strip() + "\n"
 
 
 def _name(test: Mapping) -> str:
     return test["id"].split("::")[-1]
 
 
-def _summary_line(report: Mapping) -> str:
-    total = report["summary"]
+_SUMMARY_WORDS = {
+    "en": "profile %(profile)s, isolation %(isolation)s: %(passed)d of %(clauses)d clauses passed "
+    "(%(checks_passed)d of %(checks)d checks)",
+    "ja": "プロファイル %(profile)s・分離 %(isolation)s: %(clauses)d 項目中 %(passed)d 項目に合格"
+    "(チェック %(checks)d 件中 %(checks_passed)d 件)",
+}
+
+
+def _summary_line(report: Mapping, lang: str = "en") -> str:
     judged = verdicts.of_tests(report["tests"]).values()
-    return "profile %s, isolation %s: %d of %d clauses passed (%d of %d checks)" % (
-        report["profile"],
-        report["isolation"],
-        sum(entry["verdict"] == verdicts.PASSED for entry in judged),
-        len(judged),
-        total["passed"],
-        total["total"],
-    )
+    return _SUMMARY_WORDS.get(lang, _SUMMARY_WORDS["en"]) % {
+        "profile": report["profile"],
+        "isolation": report["isolation"],
+        "passed": sum(entry["verdict"] == verdicts.PASSED for entry in judged),
+        "clauses": len(judged),
+        "checks_passed": report["summary"]["passed"],
+        "checks": report["summary"]["total"],
+    }
 
 
 def _first_line(test: Mapping) -> str:

@@ -507,6 +507,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
         # check's clause is blocked by it (verdicts.py).
         if isinstance(error, Blocked):
             test_report.user_properties.append(("blocked_by", error.clause))
+            test_report.user_properties.append(("blocked_because", error.because))
+            if error.does_not_compile:
+                test_report.user_properties.append(("does_not_compile", True))
         elif error.clause != dict(item.user_properties).get("clause"):
             test_report.user_properties.append(("charged", error.clause))
     elif test_report.failed:

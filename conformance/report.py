@@ -86,7 +86,7 @@ class Outcomes:
             entry["plays"] = max(props["plays"], entry.get("plays", 1))
         if props.get("not_judged"):  # and no play settled it
             entry["not_judged"] = True
-        for key in ("blocked_by", "charged"):  # whose failure it was (verdicts.py)
+        for key in ("blocked_by", "blocked_because", "does_not_compile", "charged"):  # whose failure (verdicts.py)
             if key in props:
                 entry[key] = props[key]
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):

@@ -72,6 +72,12 @@ def of_tests(tests: Sequence[Mapping]) -> Dict[str, Dict]:
     return verdicts
 
 
+def compile_failure(tests: Sequence[Mapping]) -> str:
+    """What Python said of a runner that does not compile ("does not compile: line 3: SyntaxError:
+    ..."), or "": nothing else about such a runner is worth a learner's reading."""
+    return next((test.get("blocked_because") or "" for test in tests if test.get("does_not_compile")), "")
+
+
 def summary(verdicts: Mapping[str, Mapping]) -> str:
     """The clauses that did not pass, in a line: "failed: S2.4 S5.2; blocked: S3.3" ("" when all did)."""
     parts = []
@@ -84,13 +90,13 @@ def summary(verdicts: Mapping[str, Mapping]) -> str:
 
 _WORDS = {
     "en": {
-        "passed": "all %d checks passed",
+        "passed": "passed (%d check(s), all passed)",
         "also": "  also seen in %d more check(s):",
         "blocked": "blocked by %s: this clause could not be judged until that is fixed (not charged here)",
         "skipped": "not run",
     },
     "ja": {
-        "passed": "%d 件のチェックすべてに合格",
+        "passed": "合格(チェック %d 件すべてに合格)",
         "also": "  ほかに %d 件のチェックでも:",
         "blocked": "%s のためにブロックされました: それを直すまでこの項目は判定できません(ここでは減点しません)",
         "skipped": "実行していません",

@@ -97,7 +97,7 @@ def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
     hostile["message"] = "-1+1 no runner.py"
     store.write_grades([hostile, graded], ["S1", "S2"])
     lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()
-    assert lines[0] == "student,score,max_score,status,S1,S2,message"
+    assert lines[0] == "student,score,max_score,status,S1 (3 pts),S2 (4 pts),message"
     # The lab's max score on every row, the points to two decimals at most.
     assert lines[1] == "'=cmd(),0,28,error,,,'-1+1 no runner.py"
     assert lines[2] == "alice,26.5,28,graded,3,2.5,"
@@ -247,7 +247,7 @@ def test_a_class_stopped_by_ctrl_c_keeps_what_finished_and_goes_on(tmp_path, ope
     failed = {test["clause"] for test in bob["tests"] if test["outcome"] != "passed"}
     assert "S2.4" in failed and failed <= {"S2.1", "S2.3", "S2.4", "S6.4"}, failed
     assert graded["bob"]["status"] == "graded" and float(graded["bob"]["score"]) < 28
-    assert float(graded["bob"]["S2"]) < 4 and graded["bob"]["S1"] == "3"
+    assert float(graded["bob"]["S2 (4 pts)"]) < 4 and graded["bob"]["S1 (3 pts)"] == "3"
     # Why bob lost points, in his row: the clauses that did not pass.
     assert graded["bob"]["message"].startswith("failed: ") and "S2.4" in graded["bob"]["message"]
     gradescope = json.loads((out / "bob" / "gradescope.json").read_text())

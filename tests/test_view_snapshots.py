@@ -8,14 +8,15 @@ any wording shows up here as a diff to review; after an intended change, regener
 PYOPS_UPDATE_SNAPSHOTS=1 and commit the files.
 """
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from conformance import expect, view
+from conformance import config, expect, platforms, view
 from conformance.result import ProcessInfo, Result
-from conformance.tests.test_s3_retries import test_s3_2_waits_double_each_time_measured_by_the_command
+from conformance.tests import test_s3_retries as s3_checks  # a module: its checks are not collected here
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 HANG = "/opt/fixtures/pyops/bin/hang.sh"
@@ -110,7 +111,7 @@ def class_report():
     def constant_waits():
         # The real check, judging a runner whose command started at these moments (1s apart each).
         calls = b"100.000000000\n101.000000000\n102.010000000\n103.020000000\n"
-        test_s3_2_waits_double_each_time_measured_by_the_command(
+        s3_checks.test_s3_2_waits_double_each_time_measured_by_the_command(
             StubRunner(dict(constant_outcome, work={"calls": calls}))
         )
 
@@ -143,13 +144,29 @@ def class_report():
     }
 
 
-@pytest.mark.parametrize("lang", ["en", "ja"])
-def test_the_learner_view_reads_as_its_snapshot(lang, monkeypatch):
-    monkeypatch.setattr(expect, "LANG", lang)
-    shown = "\n".join(view.render(class_report(), lang)) + "\n"
-    snapshot = SNAPSHOTS / ("learner_view.%s.txt" % lang)
+def matches_snapshot(shown: str, name: str) -> None:
+    snapshot = SNAPSHOTS / name
     if os.environ.get("PYOPS_UPDATE_SNAPSHOTS") == "1":
         snapshot.parent.mkdir(exist_ok=True)
         snapshot.write_text(shown, encoding="utf-8")
     assert snapshot.is_file(), "no snapshot %s: run with PYOPS_UPDATE_SNAPSHOTS=1 and review it" % snapshot.name
     assert shown == snapshot.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_learner_view_reads_as_its_snapshot(lang, monkeypatch):
+    monkeypatch.setattr(expect, "LANG", lang)
+    matches_snapshot("\n".join(view.render(class_report(), lang)) + "\n", "learner_view.%s.txt" % lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+@pytest.mark.parametrize("platform", ["gradescope", "prairielearn"])
+def test_each_platforms_file_reads_as_its_snapshot(platform, lang, monkeypatch):
+    # What a platform shows per clause (name, points, output) and above them (the step table).
+    monkeypatch.setattr(expect, "LANG", lang)
+    report = class_report()
+    outcomes = [test["outcome"] for test in report["tests"]]
+    counts = {name: outcomes.count(name) for name in ("passed", "failed", "error", "skipped")}
+    report.update(isolation="namespace", summary=dict(counts, errors=counts.pop("error"), total=len(outcomes)))
+    made = getattr(platforms, platform)(report, config.parse({"lang": lang, "points": {"S1": 4, "S2": 5, "S3": 4}}))
+    matches_snapshot(json.dumps(made, ensure_ascii=False, indent=2) + "\n", "%s.%s.json" % (platform, lang))

@@ -161,6 +161,10 @@ HINT_BY_EVIDENCE = [
     ("timeout-sends-sigterm", "S2.4", "survives[ignores-TERM]", "was still waiting while"),
     # A command never signalled at all: the timeout was never applied, SIGTERM never passed on.
     ("timeout-never-used", "S2.1", "killed_once_the_timeout_passes[sleep]", "never stopped its command"),
+    # It kills, but only after a grace period that a command ignoring TERM runs through.
+    ("term-with-a-grace-period", "S2.1", "killed_once_the_timeout_passes[ignores-TERM]", "kill it with SIGKILL"),
+    # A runs.jsonl line made by % formatting: the fix is json.dumps, not "append once per attempt".
+    ("record-built-by-hand", "S7.1", "test_s7_1", "build it with json.dumps(record)"),
     ("sigterm-not-forwarded", "S6.1", "test_s6_1_sigterm_reaches_the_command", "never passed SIGTERM on"),
     # The lock: waited for it, went ahead past a shared holder, went ahead past any, refused with 1
     # (held by another process, or by the runner's own first run while it applies).

@@ -96,7 +96,9 @@ class Store:
             record["score"] = suite_report["score"]["points"]
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
-            record["message"] = record["message"] or verdicts.summary(verdicts.of_tests(suite_report["tests"]))
+            tests = suite_report["tests"]
+            why = verdicts.compile_failure(tests) or verdicts.summary(verdicts.of_tests(tests))
+            record["message"] = record["message"] or why
         report.write_atomically(folder / "output.txt", outcome.get("output", ""))
         report.write_report(folder / "grading.json", record)
         return record
@@ -117,7 +119,10 @@ class Store:
         why: the clauses that did not pass, or why it was not graded."""
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS + steps + ["message"])
+        # Each step's column names its maximum, as Gradescope's exports do ("S1 (4 pts)"): a
+        # gradebook reads the points possible from the header, no row of the file is not a student.
+        most = self.config.worth_of_steps(steps)
+        writer.writerow(CSV_COLUMNS + ["%s (%s pts)" % (step, _number(most[step])) for step in steps] + ["message"])
         for record in sorted(records, key=lambda r: r["student"]):
             graded = record["status"] == GRADED
             row = [_safe_cell(record["student"]), _number(record["score"]) if graded else 0]

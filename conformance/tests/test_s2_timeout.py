@@ -27,7 +27,17 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
     watched = timed_out(runner, name)
     if watched.started is None:
         never_seen(watched, watched.command, "S2.1")
-    expect.killed_after(watched.result, watched.started, 1, "S2.1")
+    late_hint = None
+    if name == "ignores-TERM":  # late for it alone: it outlived a SIGTERM (or `timeout -k N`'s grace)
+        late_hint = expect.say(
+            "This command ignores SIGTERM: when the time is up, kill it with SIGKILL (proc.kill(), or "
+            "os.killpg(pgid, signal.SIGKILL) for its group) at once; a SIGTERM with a grace period (as "
+            "`timeout -k N` gives) lets it run N seconds past the timeout.",
+            "このコマンドは SIGTERM を無視します。時間が来たらすぐに SIGKILL で止めてください(proc.kill()、"
+            "グループなら os.killpg(pgid, signal.SIGKILL))。猶予つきの SIGTERM(`timeout -k N` など)では"
+            "タイムアウトから N 秒動き続けます。",
+        )
+    expect.killed_after(watched.result, watched.started, 1, "S2.1", late_hint)
 
 
 @clause("S2.1")

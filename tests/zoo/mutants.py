@@ -178,6 +178,16 @@ MUTANTS = (
         '        """Live processes that belong to this command, found through /proc."""\n        return []\n'),
        fails=("survives[hang.sh]", "survives[deep-tree]", "survives[background-child]", "grandchild_sleep_is_killed",
               "python_child_with_grandchildren")),
+    _m("term-with-a-grace-period", "S2.1", LEARNER,
+       "on timeout sends SIGTERM and SIGKILLs only 2 s later (as `timeout -k 2` does), so a command that ignores "
+       "TERM runs 2 s past its timeout",
+       ("        os.killpg(proc.pid, signal.SIGKILL)",
+        "        os.killpg(proc.pid, signal.SIGTERM)\n"
+        "        try:\n"
+        "            proc.wait(2)\n"
+        "        except subprocess.TimeoutExpired:\n"
+        "            os.killpg(proc.pid, signal.SIGKILL)"),
+       fails=("killed_once_the_timeout_passes[ignores-TERM]",)),
     _m("timeout-sends-sigterm", "S2.4", LEARNER,
        "ends a timed-out group with SIGTERM, which a command that ignores TERM survives",
        ("        os.killpg(proc.pid, signal.SIGKILL)", "        os.killpg(proc.pid, signal.SIGTERM)")),
