@@ -62,6 +62,11 @@ def render(clause_id: str, expected: str, actual: str, result: Optional[Result],
     return "\n".join(lines)
 
 
+def label(key: str, lang: str) -> str:
+    """The label of a message's line ("expected", "actual", "hint") in `lang`."""
+    return _in(_LABELS, lang)[key]
+
+
 def hint_line(clause_id: str, lang: str, hint: Optional[str] = None) -> str:
     """The line of a failure message that gives the hint (the clause's own unless `hint`)."""
     labels = _in(_LABELS, lang)
@@ -72,6 +77,11 @@ def labelled(label: str, text: str = "") -> str:
     """`  label:   text`, the texts of a message aligned however wide the label's characters are."""
     width = display_width(label + ":")
     return ("  %s%s %s" % (label + ":", " " * max(0, 9 - width), text)).rstrip()
+
+
+def evidence_word(key: str, lang: str) -> str:
+    """A word of the evidence part of a message, in `lang` (e.g. "none": what says a stream was empty)."""
+    return _in(_EVIDENCE_WORDS, lang)[key]
 
 
 def evidence(result: Result) -> List[str]:

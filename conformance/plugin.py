@@ -521,7 +521,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 
 class Progress:
-    """One line per lab step, said as soon as the last of its checks is done (the learner view).
+    """One line that grows by a step as soon as the last of its checks is done (the learner view):
+    `steps done: S1 (33/34) S2 (22/22) ...`, ended when the grading ends. One line, not one per
+    step: it shows the grading goes on, and leaves the learner's screen to the verdicts.
 
     A check's step is its module's (test_s3_retries.py holds S3's checks, test_x_extended.py X's),
     so the controller knows each step's count from the collected ids alone, under xdist too.
@@ -534,6 +536,7 @@ class Progress:
         self.lang = lang
         self.total: Dict[str, int] = {}  # checks per step
         self.left: Dict[str, set] = {}  # of those, the ones not done yet
+        self.started = False  # the line is begun (and must be ended)
 
     def expect(self, ids: Sequence[str]) -> None:
         if not self.enabled or self.total or not ids:
@@ -554,10 +557,21 @@ class Progress:
         passed = sum(
             1 for test in outcomes.as_list() if test["outcome"] == "passed" and self._step_of(test["id"]) == step
         )
+        said = view.progress_step(step, passed, self.total[step], self.lang)
+        self._write(said if self.started else view.progress_start(self.lang) + said)
+        self.started = True
+
+    def end(self) -> None:
+        if self.started:
+            self._write("\n")
+            self.started = False
+
+    @staticmethod
+    def _write(text: str) -> None:
         # The real terminal: the learner view keeps pytest's own output back until the end.
         stream = sys.__stdout__
         if stream is not None:
-            stream.write(view.progress_line(step, passed, self.total[step], self.lang) + "\n")
+            stream.write(text)
             stream.flush()
 
     def _step_of(self, nodeid: str) -> Optional[str]:
@@ -645,6 +659,7 @@ class Collector:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.progress.end()
         self.ahead.stop()
         self.tests.runner_calls += self.ahead.runner_calls
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).

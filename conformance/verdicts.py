@@ -14,8 +14,9 @@ So one defect is charged to one clause, once, however many checks see it.
 """
 
 import re
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
+from conformance import expect
 from conformance.clauses import CLAUSES
 
 PASSED, FAILED, BLOCKED, ERROR, SKIPPED = "passed", "failed", "blocked", "error", "skipped"
@@ -72,10 +73,11 @@ def of_tests(tests: Sequence[Mapping]) -> Dict[str, Dict]:
     return verdicts
 
 
-def compile_failure(tests: Sequence[Mapping]) -> str:
-    """What Python said of a runner that does not compile ("does not compile: line 3: SyntaxError:
-    ..."), or "": nothing else about such a runner is worth a learner's reading."""
-    return next((test.get("blocked_because") or "" for test in tests if test.get("does_not_compile")), "")
+def compile_failure(tests: Sequence[Mapping]) -> Optional[Mapping]:
+    """A check blocked because the runner does not compile (its `blocked_because` says what Python
+    said: "does not compile: line 3: SyntaxError: ..."), or None. Nothing else about such a runner
+    is worth a learner's reading."""
+    return next((test for test in tests if test.get("does_not_compile")), None)
 
 
 def summary(verdicts: Mapping[str, Mapping]) -> str:
@@ -114,13 +116,23 @@ def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
         return words["skipped"]
     if verdict == BLOCKED:
         return words["blocked"] % ", ".join(entry["blocked_by"]) + "\n\n" + entry.get("message", "")
-    lines = [entry.get("message", "").rstrip("\n")]
+    lines = compact(entry.get("message", ""), lang)
     also = entry.get("also_seen") or []
     if also:
         by_id = {test["id"]: test for test in tests}
         lines.append(words["also"] % len(also))
         lines += ["    - %s: %s" % (check_name(check), _actual(by_id.get(check, {}))) for check in also]
     return "\n".join(lines)
+
+
+def compact(message: str, lang: str) -> List[str]:
+    """A failure message's lines without its empty evidence (`stdout: (none)`, `markers: (none)`):
+    what is not there says nothing the expected and actual lines do not."""
+    empty = {expect.labelled(expect.evidence_word(key, lang), expect.evidence_word("none", lang)) for key in _QUIET}
+    return [line for line in message.rstrip("\n").splitlines() if line not in empty]
+
+
+_QUIET = ("stdout", "stderr", "markers")  # evidence lines that may be left out when empty
 
 
 def check_name(test_id: str) -> str:

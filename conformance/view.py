@@ -9,7 +9,7 @@ The pytest view stays available (`--view pytest`) for maintainers of the suite.
 import os
 from typing import Dict, List, Mapping, Optional
 
-from conformance import identity, verdicts
+from conformance import expect, identity, verdicts
 from conformance.clauses import LANGUAGES
 from conformance.report import step_table
 from conformance.sandbox import CHROOT, SHARED
@@ -23,6 +23,8 @@ _WORDS = {
             "The grader could not judge these checks (not your runner's fault: grade again, and report it if it stays):"
         ),
         "all_passed": "Every check passed.",
+        "none_passed": "0 of %d clauses passed.",
+        "uncompiled": "Nothing else could be checked: all %d clauses wait on it (not charged). 0 passed.",
         "runner": "runner: %s",
         "python": "python: %s",
         "profile": "profile: %s",
@@ -30,8 +32,8 @@ _WORDS = {
         "shared": "  (no private namespace: %s; tests run one at a time on the real lab paths,"
         " which are put back afterwards)",
         "chroot": "  (no private namespace: %s; each check runs in a private system root instead, several at once)",
-        "progress": "%(step)s done: %(passed)d of %(total)d checks passed",
-        "own_user": "runner user: an unprivileged uid of its own per check, no capabilities",
+        "progress": "steps done (checks passed/checks):",
+        "own_user": "runner user: an unprivileged uid of its own per check",
         "grader_user": "runner user: the grader's own (uid %d): %s",
     },
     "ja": {
@@ -43,6 +45,8 @@ _WORDS = {
             "(runner のせいではありません。もう一度採点し、続くようなら報告してください):"
         ),
         "all_passed": "すべてのチェックに合格しました。",
+        "none_passed": "%d 項目中 0 項目に合格。",
+        "uncompiled": "ほかは何も確かめられません: %d 項目すべてがこれを待っています(減点なし)。合格は 0 項目。",
         "runner": "runner: %s",
         "python": "Python: %s",
         "profile": "プロファイル: %s",
@@ -51,8 +55,8 @@ _WORDS = {
         "終わったら元に戻します)",
         "chroot": "  (専用の名前空間がありません: %s。代わりにチェックごとに専用のシステムルートで、"
         "複数同時に行います)",
-        "progress": "%(step)s 完了: %(total)d 件中 %(passed)d 件のチェックが合格",
-        "own_user": "runner のユーザー: チェックごとに専用の特権のない uid(ケーパビリティなし)",
+        "progress": "完了したステップ(合格したチェック/チェック):",
+        "own_user": "runner のユーザー: チェックごとに専用の特権のない uid",
         "grader_user": "runner のユーザー: 採点側と同じ(uid %d): %s",
     },
 }
@@ -73,24 +77,26 @@ def language(choice: Optional[str], environ: Mapping[str, str] = os.environ) -> 
 def header(info: Mapping, lang: str = "en") -> List[str]:
     """What graded what, and how: shown first in both views."""
     words = _WORDS[lang]
-    lines = [
-        words["runner"] % info["runner"],
-        words["python"] % info["python"],
-        words["profile"] % info["profile"],
-        words["isolation"] % info["isolation"],
-    ]
+    # Two lines (what was graded; how): the screen is for the verdicts.
+    if info["runner_user"] == identity.OWN:
+        user = words["own_user"]
+    else:
+        user = words["grader_user"] % (os.geteuid(), info["why_not_own_user"])
+    how = [words["profile"] % info["profile"], words["isolation"] % info["isolation"], user]
+    lines = [words["runner"] % info["runner"] + ", " + words["python"] % info["python"], ", ".join(how)]
     if info["isolation"] in (SHARED, CHROOT):
         lines.append(words[info["isolation"]] % info["why_not_namespace"])
-    if info["runner_user"] == identity.OWN:
-        lines.append(words["own_user"])
-    else:
-        lines.append(words["grader_user"] % (os.geteuid(), info["why_not_own_user"]))
     return lines
 
 
-def progress_line(step: str, passed: int, total: int, lang: str) -> str:
-    """What the learner sees while grading goes on: a step whose checks are all done."""
-    return _WORDS[lang]["progress"] % {"step": step, "passed": passed, "total": total}
+def progress_start(lang: str) -> str:
+    """What the learner sees while grading goes on, first: the progress line's label."""
+    return _WORDS[lang]["progress"]
+
+
+def progress_step(step: str, passed: int, total: int, lang: str) -> str:
+    """Then, added to that line: a step whose checks are all done, with how many passed."""
+    return " %s (%d/%d)" % (step, passed, total)
 
 
 def render(data: Mapping, lang: str) -> List[str]:
@@ -104,6 +110,9 @@ def render(data: Mapping, lang: str) -> List[str]:
     words = _WORDS[lang]
     tests: List[Dict] = data["tests"]
     judged = verdicts.of_tests(tests)
+    uncompiled = verdicts.compile_failure(tests)
+    if uncompiled is not None:
+        return _does_not_compile(uncompiled, len(judged), lang)
     failed = [entry for entry in judged.values() if entry["verdict"] == verdicts.FAILED]
     blocked = [(clause, entry) for clause, entry in judged.items() if entry["verdict"] == verdicts.BLOCKED]
     errors = [t for t in tests if t["outcome"] == "error"]
@@ -124,4 +133,14 @@ def render(data: Mapping, lang: str) -> List[str]:
         lines += ["  [%s] %s" % (t.get("clause") or "-", t["message"]) for t in errors]
     if not failed and not blocked and not errors:
         lines += ["", words["all_passed"]]
+    if not any(entry["verdict"] == verdicts.PASSED for entry in judged.values()):
+        return lines + ["", words["none_passed"] % len(judged)]  # a table of FAILs would say no more
     return lines + step_table(tests, data["profile"], lang)
+
+
+def _does_not_compile(blocked: Mapping, clauses: int, lang: str) -> List[str]:
+    """Python's error, its hint, and that every clause waits on it: all a learner needs to read."""
+    message = blocked.get("message") or ""
+    quoted = [line for line in message.splitlines() if line.startswith("    | ")]
+    hint = [line for line in message.splitlines() if line.startswith("  " + expect.label("hint", lang) + ":")]
+    return ["", "runner.py " + blocked["blocked_because"]] + quoted + hint + ["", _WORDS[lang]["uncompiled"] % clauses]

@@ -97,7 +97,8 @@ class Store:
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
             tests = suite_report["tests"]
-            why = verdicts.compile_failure(tests) or verdicts.summary(verdicts.of_tests(tests))
+            uncompiled = verdicts.compile_failure(tests)
+            why = uncompiled["blocked_because"] if uncompiled else verdicts.summary(verdicts.of_tests(tests))
             record["message"] = record["message"] or why
         report.write_atomically(folder / "output.txt", outcome.get("output", ""))
         report.write_report(folder / "grading.json", record)
