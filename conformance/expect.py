@@ -291,28 +291,29 @@ def finished(result: Result, clause: str) -> None:
     __tracebackhide__ = True
     if result.rc is None:
         words = _in(_JUDGEMENT_WORDS, LANG)
-        fail(
-            clause, words["finishes"], words["killed"] % (result.hung_after_s or 0), result, _hung_hint(result, clause)
-        )
+        hint, charged = _why_hung(result, clause)
+        fail(charged, words["finishes"], words["killed"] % (result.hung_after_s or 0), result, hint)
 
 
-def _hung_hint(result: Result, clause: str) -> Optional[str]:
-    """Why a runner that never finished was waiting, read from what it left running (None: unknown).
+def _why_hung(result: Result, clause: str) -> "tuple[Optional[str], str]":
+    """Why a runner that never finished was waiting, read from what it left running: the hint
+    (None: unknown) and the clause whose defect that is.
 
     Its command itself still running, and not ignoring SIGTERM, was never signalled at all: the
-    timeout was never applied, or SIGTERM never passed on. Anything else it was waiting for
-    outlived a signal: a pipe held by a grandchild, or a process that ignores SIGTERM.
+    timeout was never applied (S2.1's defect, whichever check ran into it), or SIGTERM never
+    passed on (S6.1's). Anything else it was waiting for outlived a signal: a pipe held by a
+    grandchild, or a process that ignores SIGTERM, which is the checking clause's to judge.
     """
     if not result.survivors:
-        return None
+        return None, clause
     args = list(result.args)
     command = args[args.index("--") + 1 :] if "--" in args else []
     untouched = [p for p in result.survivors if not p.ignores_term and _runs_command(p.argv, command)]
     if untouched and clause.startswith("S6"):
-        return _in(_HUNG_WORDS, LANG)["not_forwarded"] % _named(untouched)
+        return _in(_HUNG_WORDS, LANG)["not_forwarded"] % _named(untouched), "S6.1"
     if untouched and "--timeout" in args:
-        return _in(_HUNG_WORDS, LANG)["not_killed"] % _named(untouched)
-    return _in(_HUNG_WORDS, LANG)["waiting"] % _named(result.survivors)
+        return _in(_HUNG_WORDS, LANG)["not_killed"] % _named(untouched), "S2.1"
+    return _in(_HUNG_WORDS, LANG)["waiting"] % _named(result.survivors), clause
 
 
 def _runs_command(argv: Sequence[str], command: Sequence[str]) -> bool:
@@ -749,7 +750,9 @@ _JUDGEMENT_WORDS = {
 
 
 def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
-    """Exactly `count` lines in runs.jsonl, each one JSON object; read their keys with `field`."""
+    """Exactly `count` lines in runs.jsonl (else `clause` fails), each one JSON object ending in a
+    newline (else S7.1 fails, whichever clause's check reads them: the format is S7.1's alone);
+    read their keys with `field`."""
     __tracebackhide__ = True
     words = _in(_JUDGEMENT_WORDS, LANG)
     found = result.records()
@@ -757,7 +760,7 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
     if broken:
         first = broken[0]
         fail(
-            clause,
+            "S7.1",
             words["one_object"],
             words["bad_lines"]
             % (len(broken), first.number, line_problem(first, LANG), first.shown(more=words["more_bytes"])),
@@ -766,7 +769,7 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
         )
     raw = result.runs_bytes()
     if raw and not raw.endswith(b"\n"):
-        fail(clause, words["newline"], words["no_newline"], result)
+        fail("S7.1", words["newline"], words["no_newline"], result)
     that(len(found) == count, clause, words["lines_in_runs"] % count, words["lines"] % len(found), result)
     return found
 

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 
 import psutil
 
-from conformance import labfiles
+from conformance import expect, labfiles
 from conformance.commands import APPLY, HANG, counted, py, sh
 from conformance.result import Result
 
@@ -56,6 +56,36 @@ def timed_out(runner, name: str) -> TimedOut:
         return TimedOut(invocation.finish(), command, started, grandchild, why_not)
 
     return runner.scenario(("timed out", name), play)
+
+
+def output_clause(runner, clause: str) -> str:
+    """The clause a check of `clause` charges its command's stdout to: its own, unless the runner
+    does not pass even a plain line through unchanged (`run -- printf ...`, played once). Then
+    no check can read its command's output, which is S1.2's defect: charged there, once, and
+    the check's own clause is blocked by it instead of failed."""
+    plain = runner.observe("run", "--", "printf", "%s\\n", "plain")
+    return clause if plain.stdout == b"plain\n" else "S1.2"
+
+
+def stdout_is(runner, result: Result, wanted: bytes, clause: str) -> None:
+    """expect.stdout_is, for a check that reads its command's output as evidence of `clause`."""
+    __tracebackhide__ = True
+    if result.stdout != wanted:
+        expect.stdout_is(result, wanted, output_clause(runner, clause))
+
+
+def timeout_code_clause(runner, clause: str) -> str:
+    """The clause a check of `clause` charges a wrong code for a timed-out attempt to: its own,
+    unless the runner gets even a plain timeout's code wrong (S2.3's `--timeout 1 -- sleep 60`
+    did not exit 124). Then that is the defect the check ran into: S2.3's, charged there once."""
+    plain = timed_out(runner, "sleep").result
+    return clause if plain.rc in (124, None) else "S2.3"
+
+
+def exits_124(runner, result: Result, clause: str) -> None:
+    """expect.exit_code(result, 124, clause), for a check of another clause than S2.3 that ends in a timeout."""
+    __tracebackhide__ = True
+    expect.exit_code(result, 124, clause if result.rc in (124, None) else timeout_code_clause(runner, clause))
 
 
 def within_timeout(runner) -> Result:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conformance import expect
+from conformance import expect, scenarios
 from conformance.commands import FLAKY, exits, flaky_calls, sh
 
 clause = pytest.mark.clause
@@ -33,7 +33,7 @@ ARGV_CASES = [
 def test_s1_1_argv_reaches_command_unchanged(runner, argv, printed):
     result = runner.run("run", "--", *argv)
     expect.exit_code(result, 0, "S1.1")
-    expect.stdout_is(result, printed, "S1.1")
+    scenarios.stdout_is(runner, result, printed, "S1.1")
 
 
 @clause("S1.1")
@@ -73,7 +73,7 @@ def test_s1_1_redirection_is_not_interpreted(runner):
         expect.say("a shell redirected the output into %s", "シェルが出力を %s にリダイレクトしました") % target,
         result,
     )
-    expect.stdout_is(result, b"hi > %s\n" % str(target).encode(), "S1.1")
+    scenarios.stdout_is(runner, result, b"hi > %s\n" % str(target).encode(), "S1.1")
 
 
 @clause("S1.2")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conformance import expect, timing
+from conformance import expect, scenarios, timing
 from conformance.commands import sh
 from conformance.scenarios import HANG_SLEEP, NEVER_ENDING, TimedOut, timed_out, within_timeout
 
@@ -45,7 +45,7 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
 def test_s2_1_a_command_within_the_timeout_is_not_killed(runner):
     result = within_timeout(runner)
     expect.exit_code(result, 0, "S2.1")
-    expect.stdout_is(result, b"finished\n", "S2.1")
+    scenarios.stdout_is(runner, result, b"finished\n", "S2.1")
 
 
 @clause("S2.1")
