@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 import psutil
 
 from conformance import expect, labfiles
-from conformance.commands import APPLY, HANG, counted, py, sh
+from conformance.commands import APPLY, HANG, counted, py, sh, starts
 from conformance.result import Result
 
 # Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
@@ -86,6 +86,27 @@ def exits_124(runner, result: Result, clause: str) -> None:
     """expect.exit_code(result, 124, clause), for a check of another clause than S2.3 that ends in a timeout."""
     __tracebackhide__ = True
     expect.exit_code(result, 124, clause if result.rc in (124, None) else timeout_code_clause(runner, clause))
+
+
+def retried_twice(runner) -> Result:
+    """`--retries 2` of a command that always exits 42, each call counted in work/calls: S3.1
+    judges it, and checks of other clauses ask it whether the runner's retries work at all."""
+    command = counted(runner.lab.work / "calls", "exit 42")
+    return runner.observe("run", "--retries", "2", "--backoff", "0", "--", *command)
+
+
+def attempts_clause(runner, clause: str) -> str:
+    """The clause a check of `clause` charges a wrong number of attempts to: its own, unless the
+    runner gets even plain retries wrong (`retried_twice` made other than 3 attempts): then that
+    is the defect the check ran into, S3.1's."""
+    return clause if len(starts(retried_twice(runner).work_file("calls"))) == 3 else "S3.1"
+
+
+def attempts_are(runner, result: Result, what: str, found: int, wanted: int, clause: str) -> None:
+    """expect.count_is for the attempts a check of `clause` counted (see attempts_clause)."""
+    __tracebackhide__ = True
+    if found != wanted:
+        expect.count_is(result, what, found, wanted, attempts_clause(runner, clause))
 
 
 def within_timeout(runner) -> Result:

@@ -38,6 +38,10 @@ class Mutant:
     # Checks that must each fail (parts of their ids), where failing some other check of the
     # clause would not yet show that the suite sees this mistake for what it is.
     fails: Tuple[str, ...] = ()
+    # Other clauses the same mistake breaks by the lab's own words (one line of code that two
+    # clauses each demand), each said why in the table: graded on the whole profile, the mutant
+    # loses exactly these and `breaks`, and is charged nowhere else (tests/test_zoo.py).
+    also_breaks: Tuple[str, ...] = ()
 
 
 class BaseDrift(Exception):
@@ -70,9 +74,17 @@ def build(mutant: Mutant, directory: Path) -> Path:
     return path
 
 
-def _m(name, breaks, base, story, *edits, fails=()):
+def _m(name, breaks, base, story, *edits, fails=(), also_breaks=()):
     """A Mutant, written compactly: the edits come last, one (old, new) pair each."""
-    return Mutant(name=name, breaks=breaks, story=story, base=base, edits=tuple(edits), fails=tuple(fails))
+    return Mutant(
+        name=name,
+        breaks=breaks,
+        story=story,
+        base=base,
+        edits=tuple(edits),
+        fails=tuple(fails),
+        also_breaks=tuple(also_breaks),
+    )
 
 
 # Anchors used by several mutants of the learner's runner.
