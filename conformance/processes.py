@@ -824,6 +824,7 @@ class Driver:
         self._judging = False  # a scenario was observed: this check only judges from now on
         self._starts = 0  # processes started as the runner's user (runners and helpers)
         self._starts_when_idle = -1  # how many had been started when its user was last seen idle
+        self._asides: List[Driver] = []
 
     @property
     def lab(self) -> Lab:
@@ -845,6 +846,15 @@ class Driver:
         """
         key = ("run", scenario) if scenario else ("run", args, tuple(sorted((env or {}).items())), expect_s)
         return self.scenario(key, lambda: self.run(*args, env=env, expect_s=expect_s))
+
+    def aside(self) -> "Driver":
+        """A driver to ask about a scenario after this check has used its lab: what a check runs
+        into may be another clause's defect (does the runner pass output through at all?), which
+        that clause's scenario shows. It plays in a lab of its own, made only if the scenario
+        was not played yet, and is cleaned up with this driver."""
+        other = Driver(self._make_lab, self.python, self._gate, self._observations, self.replay)
+        self._asides.append(other)
+        return other
 
     def scenario(self, key: Hashable, play: Callable[[], Any]) -> Any:
         """What `play()` returned (Results, and facts seen meanwhile), played once per grading.
@@ -971,6 +981,8 @@ class Driver:
         return [[i.expected_s, round(i.took_s, 3)] for i in self._invocations if i.took_s is not None]
 
     def close(self) -> None:
+        for other in self._asides:
+            other.close()
         clean = {invocation.token for invocation in self._invocations if invocation.clean}
         for token in self._tokens:
             if token not in clean:

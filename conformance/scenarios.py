@@ -63,7 +63,7 @@ def output_clause(runner, clause: str) -> str:
     does not pass even a plain line through unchanged (`run -- printf ...`, played once). Then
     no check can read its command's output, which is S1.2's defect: charged there, once, and
     the check's own clause is blocked by it instead of failed."""
-    plain = runner.observe("run", "--", "printf", "%s\\n", "plain")
+    plain = runner.aside().observe("run", "--", "printf", "%s\\n", "plain")
     return clause if plain.stdout == b"plain\n" else "S1.2"
 
 
@@ -78,7 +78,7 @@ def timeout_code_clause(runner, clause: str) -> str:
     """The clause a check of `clause` charges a wrong code for a timed-out attempt to: its own,
     unless the runner gets even a plain timeout's code wrong (S2.3's `--timeout 1 -- sleep 60`
     did not exit 124). Then that is the defect the check ran into: S2.3's, charged there once."""
-    plain = timed_out(runner, "sleep").result
+    plain = timed_out(runner.aside(), "sleep").result
     return clause if plain.rc in (124, None) else "S2.3"
 
 
@@ -92,14 +92,14 @@ def retried_twice(runner) -> Result:
     """`--retries 2` of a command that always exits 42, each call counted in work/calls: S3.1
     judges it, and checks of other clauses ask it whether the runner's retries work at all."""
     command = counted(runner.lab.work / "calls", "exit 42")
-    return runner.observe("run", "--retries", "2", "--backoff", "0", "--", *command)
+    return runner.observe("run", "--retries", "2", "--backoff", "0", "--", *command, scenario="retried-twice")
 
 
 def attempts_clause(runner, clause: str) -> str:
     """The clause a check of `clause` charges a wrong number of attempts to: its own, unless the
     runner gets even plain retries wrong (`retried_twice` made other than 3 attempts): then that
     is the defect the check ran into, S3.1's."""
-    return clause if len(starts(retried_twice(runner).work_file("calls"))) == 3 else "S3.1"
+    return clause if len(starts(retried_twice(runner.aside()).work_file("calls"))) == 3 else "S3.1"
 
 
 def attempts_are(runner, result: Result, what: str, found: int, wanted: int, clause: str) -> None:
