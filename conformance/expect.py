@@ -301,19 +301,24 @@ def _why_hung(result: Result, clause: str) -> "tuple[Optional[str], str]":
 
     Its command itself still running, and not ignoring SIGTERM, was never signalled at all: the
     timeout was never applied (S2.1's defect, whichever check ran into it), or SIGTERM never
-    passed on (S6.1's). Anything else it was waiting for outlived a signal: a pipe held by a
+    passed on (S6.1's). A timed-out command that ignores SIGTERM and still runs was not killed
+    either (S2.1's too). Anything else it was waiting for outlived a signal: a pipe held by a
     grandchild, or a process that ignores SIGTERM, which is the checking clause's to judge.
     """
     if not result.survivors:
         return None, clause
     args = list(result.args)
     command = args[args.index("--") + 1 :] if "--" in args else []
-    untouched = [p for p in result.survivors if not p.ignores_term and _runs_command(p.argv, command)]
+    itself = [p for p in result.survivors if _runs_command(p.argv, command)]
+    untouched = [p for p in itself if not p.ignores_term]
     if untouched and clause.startswith("S6"):
         return _in(_HUNG_WORDS, LANG)["not_forwarded"] % _named(untouched), "S6.1"
     if untouched and "--timeout" in args:
         return _in(_HUNG_WORDS, LANG)["not_killed"] % _named(untouched), "S2.1"
-    return _in(_HUNG_WORDS, LANG)["waiting"] % _named(result.survivors), clause
+    waiting = _in(_HUNG_WORDS, LANG)["waiting"] % _named(result.survivors)
+    if itself and "--timeout" in args and not clause.startswith("S6"):
+        return waiting, "S2.1"  # the timed-out command itself outlived the runner's kill: never killed
+    return waiting, clause
 
 
 def _runs_command(argv: Sequence[str], command: Sequence[str]) -> bool:

@@ -12,7 +12,7 @@ import pytest
 
 from conformance.clauses import CORE, steps_for
 from tests.grading import REPO, grade
-from tests.zoo.mutants import BASES, MUTANTS, build
+from tests.zoo.mutants import BASES, CHARGED_ALSO, MUTANTS, build, charged
 
 pytestmark = pytest.mark.zoo
 WORKERS = 3
@@ -85,16 +85,22 @@ def test_mutant_fails_its_clause_and_is_charged_for_its_mistake_only(tmp_path, m
             mutant.story,
             graded.explain(),
         )
-    # One mistake, one charge: points lost in its clause, and in the clauses that demand the same
-    # line of code (also_breaks, each said why in the zoo), never where a check only ran into it.
-    charged = sorted(clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] == "failed")
-    assert charged == sorted({mutant.breaks, *mutant.also_breaks}), "mutant %s is charged in %s\n%s" % (
+    # One mistake, one charge: points lost in its clause and in those the zoo names for it
+    # (mutants.CHARGED_ALSO: the same line of code, or a known gap), nowhere else.
+    failed_clauses = tuple(sorted(c for c, entry in graded.report["clauses"].items() if entry["verdict"] == "failed"))
+    assert failed_clauses == charged(mutant), "mutant %s is charged in %s, not %s\n%s" % (
         mutant.name,
-        ", ".join(charged),
+        ", ".join(failed_clauses),
+        ", ".join(charged(mutant)),
         graded.explain(),
     )
     english = [line for test in graded.failed() for line in english_lines(test["message"])]
     assert not english, "mutant %s: English in a Japanese report:\n%s" % (mutant.name, "\n".join(english))
+
+
+def test_the_zoos_list_of_charges_names_only_its_mutants():
+    names = {mutant.name for mutant in MUTANTS}
+    assert set(CHARGED_ALSO) <= names, sorted(set(CHARGED_ALSO) - names)
 
 
 # Runners that do nothing, each in a way a learner's first file might: none may earn a point.
