@@ -174,7 +174,7 @@ HINT_BY_EVIDENCE = [
     ("sigterm-to-the-child-only", "S6.4", "nothing_survives_sigterm[hang.sh-grandchild]", "got no signal at all"),
     ("no-cleanup-after-sigterm", "S6.4", "a_grandchild_that_ignores_term_is_killed_too", "ignores SIGTERM:"),
     # It SIGTERMs the group at the timeout and then waits for a command that ignores TERM: it hangs.
-    ("timeout-sends-sigterm", "S2.4", "survives[ignores-TERM]", "was still waiting while"),
+    ("timeout-sends-sigterm", "S2.1", "killed_once_the_timeout_passes[ignores-TERM]", "was still waiting while"),
     # A command never signalled at all: the timeout was never applied, SIGTERM never passed on.
     ("timeout-never-used", "S2.1", "killed_once_the_timeout_passes[sleep]", "never stopped its command"),
     # It kills, but only after a grace period that a command ignoring TERM runs through.

@@ -30,7 +30,7 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
     late_hint = None
     if name == "ignores-TERM":  # late for it alone: it outlived a SIGTERM (or `timeout -k N`'s grace)
         late_hint = expect.say(
-            "This command ignores SIGTERM: when the time is up, kill it with SIGKILL (proc.kill(), or "
+            "This command ignores SIGTERM, so when the time is up, kill it with SIGKILL (proc.kill(), or "
             "os.killpg(pgid, signal.SIGKILL) for its group) at once; a SIGTERM with a grace period (as "
             "`timeout -k N` gives) lets it run N seconds past the timeout.",
             "このコマンドは SIGTERM を無視します。時間が来たらすぐに SIGKILL で止めてください(proc.kill()、"

@@ -195,7 +195,7 @@ MUTANTS = (
         "        except subprocess.TimeoutExpired:\n"
         "            os.killpg(proc.pid, signal.SIGKILL)"),
        fails=("killed_once_the_timeout_passes[ignores-TERM]",)),
-    _m("timeout-sends-sigterm", "S2.4", LEARNER,
+    _m("timeout-sends-sigterm", "S2.1", LEARNER,
        "ends a timed-out group with SIGTERM, which a command that ignores TERM survives",
        ("        os.killpg(proc.pid, signal.SIGKILL)", "        os.killpg(proc.pid, signal.SIGTERM)")),
 
@@ -468,8 +468,8 @@ CHARGED_ALSO = {
     "own-environment-kills-only-the-child": (("S6.4",), ()),
     "fork-exec-kills-only-the-leader": (("S6.4",), ()),
     "term-with-a-grace-period": (("S6.4",), ()),
-    # A command that ignores TERM is never killed at all; the same kill also ends what SIGTERM left.
-    "timeout-sends-sigterm": (("S2.1", "S6.4"), ()),
+    # The same kill also ends what a forwarded SIGTERM left.
+    "timeout-sends-sigterm": (("S6.4",), ()),
     "n-attempts-not-n-plus-1": ((), ("S3.5", "S7.1")),
     # 124 is not 1: a timed-out attempt is not retried either.
     "retries-only-exit-1": (("S3.3",), ("S3.5",)),
