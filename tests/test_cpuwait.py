@@ -275,16 +275,20 @@ def test_a_runner_that_makes_only_itself_wait_fails_when_played_alone(tmp_path, 
     # (starved, it also waits off the CPU's queue); if only the last play judges it, that play
     # says the machine cannot explain the wait.
     assert graded.rc == 1 and check["outcome"] == "failed" and "not_judged" not in check, graded.explain()
-    if check.get("plays", 1) == 3:
-        assert "the rest is the runner's own" in check["message"], check["message"]
+    # Which play decides, and so its words, varies with the load: the last one may already find it
+    # later than even its own wait. The words of the case where only the machine's measure tells
+    # (late within its own wait) are unit-tested above (test_a_bound_missed_by_no_more_than...).
+    assert "not judged" not in check["message"], check["message"]
 
 
 def test_a_runner_that_waits_fails_however_long_it_waited_for_a_cpu(tmp_path, busy_cpu):
     graded = grade(tmp_path, contended_runner(tmp_path, 2), *SUCCESS_CHECK, workers=0)
     (check,) = graded.report["tests"]
-    assert graded.rc == 1 and check["outcome"] == "failed", graded.explain()
-    # However often it is played, the verdict is the failure.
-    assert "no wait after a success" in check["message"]
+    assert graded.rc == 1 and check["outcome"] == "failed" and "not_judged" not in check, graded.explain()
+    # However often it is played, the verdict is the failure: late, or (on a machine loaded
+    # besides) so late that it never ended within the check's bound.
+    assert check["clause"] == "S3.4", check["message"]
+    assert "no wait after a success" in check["message"] or "finishes by itself" in check["message"], check["message"]
 
 
 def test_a_runner_cannot_excuse_its_lateness_with_threads_that_wait(tmp_path, busy_cpu):
