@@ -629,6 +629,20 @@ def no_marker(result: Result, clause: str) -> None:
     )
 
 
+def marked(result: Result, name: str) -> None:
+    """An apply that succeeded left state/NAME.done (S4.3). A check of another clause that needs
+    the marker (a second apply, a dry run after a real one) asks this first: without it, that
+    check would see S4.3's defect, not its own."""
+    __tracebackhide__ = True
+    that(
+        result.marked(name),
+        "S4.3",
+        say("state/%s.done exists", "state/%s.done がある") % name,
+        say("markers: %s", "マーカー: %s") % (result.markers() or say("(none)", "(なし)")),
+        result,
+    )
+
+
 def shown_applied(lines: Sequence[str]) -> str:
     """What applied.log held, as a check's actual value."""
     return _in(_JUDGEMENT_WORDS, LANG)["applied_log"] % list(lines)

@@ -7,12 +7,12 @@ happened (a process never seen is None), and each check says what that means for
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import psutil
 
 from conformance import expect, labfiles
-from conformance.commands import APPLY, HANG, counted, py, sh, starts
+from conformance.commands import APPLY, FLAKY, HANG, counted, flaky_calls, py, sh, starts
 from conformance.result import Result
 
 # Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
@@ -83,9 +83,26 @@ def timeout_code_clause(runner, clause: str) -> str:
 
 
 def exits_124(runner, result: Result, clause: str) -> None:
-    """expect.exit_code(result, 124, clause), for a check of another clause than S2.3 that ends in a timeout."""
+    """expect.exit_code(result, 124, clause), for a check of another clause than S2.3 that ends in a
+    timeout: a wrong code is charged to S2.3 when even a plain timeout's is wrong, or, after
+    retries, to S3.5 when even plain retries end with another code than the last attempt's."""
     __tracebackhide__ = True
-    expect.exit_code(result, 124, clause if result.rc in (124, None) else timeout_code_clause(runner, clause))
+    finished(runner, result, clause)
+    if result.rc != 124:
+        charged = timeout_code_clause(runner, clause)
+        if charged == clause and _retries(result) > 0:
+            charged = last_code_clause(runner, clause)
+        expect.exit_code(result, 124, charged)
+
+
+def _retries(result: Result) -> int:
+    """The --retries a run was given (0 without)."""
+    args = list(result.args)
+    options = args[: args.index("--")] if "--" in args else args
+    try:
+        return int(options[options.index("--retries") + 1])
+    except (ValueError, IndexError):
+        return 0
 
 
 def retried_twice(runner) -> Result:
@@ -95,18 +112,52 @@ def retried_twice(runner) -> Result:
     return runner.observe("run", "--retries", "2", "--backoff", "0", "--", *command, scenario="retried-twice")
 
 
-def attempts_clause(runner, clause: str) -> str:
+def attempts_clause(runner, clause: str, after: Sequence[str] = ()) -> str:
     """The clause a check of `clause` charges a wrong number of attempts to: its own, unless the
-    runner gets even plain retries wrong (`retried_twice` made other than 3 attempts): then that
-    is the defect the check ran into, S3.1's."""
-    return clause if len(starts(retried_twice(runner.aside()).work_file("calls"))) == 3 else "S3.1"
+    runner gets even plain retries wrong (`retried_twice` made other than 3 attempts), which is
+    S3.1's defect; or, for a run that retried `after` "timeout" or "success", unless the runner
+    gets that wrong plainly too: a timeout not retried (`hang_retried`) is S3.3's defect, more
+    attempts after a success (`stops_at_success`) S3.4's. Each is asked in a lab of its own."""
+    if len(starts(retried_twice(runner.aside()).work_file("calls"))) != 3:
+        return "S3.1"
+    if "timeout" in after and len(starts(hang_retried(runner.aside()).work_file("calls"))) != 2:
+        return "S3.3"
+    if "success" in after and flaky_calls(stops_at_success(runner.aside())) != 3:
+        return "S3.4"
+    return clause
 
 
-def attempts_are(runner, result: Result, what: str, found: int, wanted: int, clause: str) -> None:
+def attempts_are(
+    runner, result: Result, what: str, found: int, wanted: int, clause: str, after: Sequence[str] = ()
+) -> None:
     """expect.count_is for the attempts a check of `clause` counted (see attempts_clause)."""
     __tracebackhide__ = True
     if found != wanted:
-        expect.count_is(result, what, found, wanted, attempts_clause(runner, clause))
+        expect.count_is(result, what, found, wanted, attempts_clause(runner, clause, after))
+
+
+def last_code_clause(runner, clause: str) -> str:
+    """The clause a check of `clause` charges a wrong exit code after retries ran out to: its own,
+    unless the runner ends even plain retries (`retried_twice`, always 42) with another code:
+    then that is the defect the check ran into, S3.5's."""
+    return clause if retried_twice(runner.aside()).rc in (42, None) else "S3.5"
+
+
+def stops_at_success(runner) -> Result:
+    """`--retries 3` of flaky.sh, which succeeds on its third call: S3.4 judges it (no fourth
+    call), and checks of other clauses ask it whether a success ends a run at all."""
+    return runner.observe("run", "--retries", "3", "--backoff", "0", "--", FLAKY, scenario="stops-at-success")
+
+
+def finished(runner, result: Result, clause: str) -> None:
+    """expect.finished, for a check of `clause` whose run has a `--timeout`: a runner that never
+    ended although its command's time was up is charged to S2.1 when it does not end even a plain
+    timed-out `sleep 60` (the timeout is never applied), not to the clause that ran into it."""
+    __tracebackhide__ = True
+    hung = result.rc is None and "--timeout" in result.args and not clause.startswith("S2")
+    if hung and timed_out(runner.aside(), "sleep").result.rc is None:
+        expect.finished(result, "S2.1")
+    expect.finished(result, clause)
 
 
 def within_timeout(runner) -> Result:
@@ -178,6 +229,17 @@ def apply_in_progress(runner) -> ApplyInProgress:
         )
 
     return runner.scenario("apply in progress", play)
+
+
+def lock_clause(runner, result: Result, clause: str) -> str:
+    """The clause a check of `clause` charges a runner that went ahead while state/lock was held
+    (it finished, with another code than 3) to: its own, unless the runner does not hold state/lock
+    even while its own apply.sh runs (`apply_in_progress`: another process could take LOCK_EX
+    meanwhile). Then it never locks that file for long, S5.1's defect, which this ran into."""
+    if result.rc in (3, None):
+        return clause
+    seen = apply_in_progress(runner.aside())
+    return "S5.1" if seen.applying and seen.lock_free else clause
 
 
 # What runs apply.sh: its #! line's bash, or a shell a runner named itself.

@@ -180,17 +180,23 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
 @slow(3)
 def test_s3_3_a_timeout_is_retried(runner):
     result = hang_retried(runner)
-    scenarios.exits_124(runner, result, "S3.3")
+    scenarios.finished(runner, result, "S3.3")
     attempts = len(starts(result.work_file("calls")))
-    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), attempts, 2, "S3.3")
+    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), attempts, 2, "S3.3", ("timeout",))
+    scenarios.exits_124(runner, result, "S3.3")
 
 
 @clause("S3.3")
 @slow(2)
 def test_s3_3_a_timeout_then_a_success(runner):
     seen = runner.lab.work / "seen"
-    command = sh('if [ -e "%s" ]; then echo second-try; exit 0; fi; touch "%s"; exec sleep 30' % (seen, seen))
+    then = 'if [ -e "%s" ]; then echo second-try; exit 0; fi; touch "%s"; exec sleep 30' % (seen, seen)
+    command = counted(counter(runner), then)
     result = runner.run("run", "--timeout", "1", "--retries", "2", "--backoff", "0", "--", *command, expect_s=1)
+    scenarios.finished(runner, result, "S3.3")
+    # A timeout, retried, then a success that ends the run: two attempts.
+    made = len(calls(counter(runner), "S3.3"))
+    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.3", ("timeout", "success"))
     expect.exit_code(result, 0, "S3.3")
     scenarios.stdout_is(runner, result, b"second-try\n", "S3.3")
 
@@ -198,10 +204,13 @@ def test_s3_3_a_timeout_then_a_success(runner):
 @clause("S3.3")
 def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
     result = hang_retried(runner)
-    scenarios.exits_124(runner, result, "S3.3")
+    scenarios.finished(runner, result, "S3.3")
     # Twice timed out, as the calls it counted say (its output would tie this check to S1.2).
     calls_made = len(starts(result.work_file("calls")))
-    scenarios.attempts_are(runner, result, expect.say("hang.sh calls", "hang.sh の呼び出し"), calls_made, 2, "S3.3")
+    scenarios.attempts_are(
+        runner, result, expect.say("hang.sh calls", "hang.sh の呼び出し"), calls_made, 2, "S3.3", ("timeout",)
+    )
+    scenarios.exits_124(runner, result, "S3.3")
     expect.no_survivors(result, "S2.4")
 
 
@@ -217,7 +226,7 @@ def test_s3_4_success_ends_the_run_at_once(runner):
 
 @clause("S3.4")
 def test_s3_4_flaky_stops_at_the_first_success(runner):
-    result = runner.observe("run", "--retries", "3", "--backoff", "0", "--", FLAKY)
+    result = scenarios.stops_at_success(runner)
     expect.exit_code(result, 0, "S3.4")
     expect.count_is(
         result,
@@ -252,8 +261,11 @@ def test_s3_5_the_last_code_not_the_first(runner):
 @slow(2)
 def test_s3_5_last_attempt_timed_out_gives_124(runner):
     seen = runner.lab.work / "seen"
-    command = sh('if [ -e "%s" ]; then exec sleep 30; fi; touch "%s"; exit 9' % (seen, seen))
+    command = counted(counter(runner), 'if [ -e "%s" ]; then exec sleep 30; fi; touch "%s"; exit 9' % (seen, seen))
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
+    scenarios.finished(runner, result, "S3.5")
+    made = len(calls(counter(runner), "S3.5"))
+    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.5")
     scenarios.exits_124(runner, result, "S3.5")
 
 
@@ -261,6 +273,9 @@ def test_s3_5_last_attempt_timed_out_gives_124(runner):
 @slow(2)
 def test_s3_5_last_code_after_a_timeout(runner):
     seen = runner.lab.work / "seen"
-    command = sh('if [ -e "%s" ]; then exit 9; fi; touch "%s"; exec sleep 30' % (seen, seen))
+    command = counted(counter(runner), 'if [ -e "%s" ]; then exit 9; fi; touch "%s"; exec sleep 30' % (seen, seen))
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
+    scenarios.finished(runner, result, "S3.5")
+    made = len(calls(counter(runner), "S3.5"))
+    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.5", ("timeout",))
     expect.exit_code(result, 9, "S3.5")

@@ -117,6 +117,7 @@ def test_s8_3_marked_name_is_already_applied(runner):
 def test_s8_3_after_a_real_apply(runner):
     seen = applied_twice(runner)
     expect.exit_code(seen.first, 0, "S4.3")
+    expect.marked(seen.first, "feature")  # what the dry run must find applied
     result = seen.dry_run
     expect.exit_code(result, 0, "S8.3")
     expect.stdout_has(result, "already applied", "S8.3")
