@@ -460,7 +460,7 @@ CHARGED_ALSO = {
     # Without sys.exit() every exit code the lab names is lost: apply's 1, the lock's 3.
     "exit-0-on-failure": (("S4.4", "S5.2"), ()),
     # Its attempt lasts the whole timeout, and runs.jsonl says so.
-    "sleeps-out-the-timeout": (("S7.2",), ("S2.3", "S6.1")),
+    "sleeps-out-the-timeout": (("S7.2",), ()),
     # The one kill ends a timed-out command and what a forwarded SIGTERM left behind.
     "kills-only-the-child": (("S6.4",), ()),
     "own-environment-kills-only-the-child": (("S6.4",), ()),
