@@ -145,10 +145,17 @@ def compile_error(result: Result) -> Optional[str]:
     if error is None or b"Traceback" in result.stderr[: error.start()]:
         return None  # none, or an error of some code the runner compiles while it runs
     where = _WHERE.findall(result.stderr[: error.start()])
-    line = expect.say("line %s: ", "%s 行目: ") % where[-1].decode() if where else ""
-    return expect.say("does not compile: %s", "コンパイルできません: %s") % (
-        line + error.group(0).decode("utf-8", "replace").strip()
-    )
+    line = expect.say("line %s: ", "%s 行目: ") % where[-1][-_LINE_DIGITS:].decode() if where else ""
+    said = error.group(0).decode("utf-8", "replace").strip()
+    if len(said) > _SAID_LIMIT:  # the runner's own stderr: a line of any length it likes
+        said = said[:_SAID_LIMIT] + "..."
+    return expect.say("does not compile: %s", "コンパイルできません: %s") % (line + said)
+
+
+# What of Python's complaint goes into a one-line message (grades.csv, a platform's summary):
+# Python's own lines are short; a runner can print one of any length on its stderr.
+_SAID_LIMIT = 200
+_LINE_DIGITS = 9
 
 
 class Canary:

@@ -139,6 +139,20 @@ def test_a_runner_that_does_nothing_scores_0(tmp_path, name):
         assert "does not compile: line 1: SyntaxError" in graded.report["clauses"]["S1.1"]["message"]
 
 
+def test_a_compile_error_a_runner_prints_itself_stays_one_short_line(tmp_path):
+    # The runner's stderr is the runner's: a fake "SyntaxError" line of any length, and a line
+    # number of as many digits, must not become a grades.csv message of that length.
+    runner = tmp_path / "runner.py"
+    runner.write_text(
+        "import sys\n"
+        "sys.stderr.write('  File \"runner.py\", line %s\\nSyntaxError: %s\\n' % ('9' * 5000, 'x' * 50000))\n"
+    )
+    graded = grade(tmp_path, runner, "--clause", "S1", workers=WORKERS)
+    assert graded.rc == 1
+    said = [line for line in graded.report["clauses"]["S1.1"]["message"].splitlines() if "does not compile" in line]
+    assert said and max(len(line) for line in said) < 600, said  # some 55,000 characters uncapped
+
+
 # Words of English prose that no Japanese text of the suite holds (runner, apply.sh, ts... do).
 _ENGLISH_WORDS = (
     "the it is was were not no after before and with started exited still every only exit code seconds line lines "
