@@ -660,20 +660,31 @@ def count_is(result: Result, what: str, found: int, wanted: int, clause: str) ->
 
 
 def killed_after(
-    result: Result, command_started: float, seconds: float, clause: str, late_hint: Optional[str] = None
+    result: Result,
+    command_started: float,
+    seconds: float,
+    clause: str,
+    late_hint: Optional[str] = None,
+    command_ended: Optional[float] = None,
 ) -> None:
-    """The runner ended `seconds` after its command started: not before, and at most REACTION_S later
-    (`late_hint`, if given, is the hint for a runner that ended later).
+    """The command was killed `seconds` after it started: not before, and at most REACTION_S later
+    (`late_hint`, if given, is the hint for a kill that came later). Its end is `command_ended`
+    when the harness saw it (scenarios.killed_at), else the runner's own end, which cannot be
+    earlier.
 
     The lower bound counts from the runner's own start (its command cannot have started
     earlier), the upper one from the command's start, so start-up never costs a tolerance.
     """
     __tracebackhide__ = True
     finished(result, clause)
-    after = result.ended - command_started
     words = _in(_JUDGEMENT_WORDS, LANG)
     expected = words["killed_after"] % (seconds, seconds + timing.REACTION_S)
-    actual = words["ended_after"] % (after, result.duration_s)
+    if command_ended is None or command_ended >= result.ended:
+        after = result.ended - command_started
+        actual = words["ended_after"] % (after, result.duration_s)
+    else:
+        after = command_ended - command_started
+        actual = words["command_ended_after"] % after
     that(result.duration_s >= seconds - timing.EARLY_S, clause, expected, actual, result)
     in_time(after - (seconds + timing.REACTION_S), clause, expected, actual, result, late_hint)
 
@@ -714,8 +725,9 @@ _JUDGEMENT_WORDS = {
         "stderr": "stderr %s",
         "on_stdout": "%r on stdout (anywhere in a line)",
         "on_stderr": "%r on stderr (anywhere in a line)",
-        "killed_after": "the command killed %gs after it started (the runner done by %.2fs)",
+        "killed_after": "the command killed %gs after it started (by %.2fs)",
         "ended_after": "the runner ended %.2fs after its command started (%.2fs after the runner itself)",
+        "command_ended_after": "the command ended %.2fs after it started",
         "between": "%s: %.2fs to %.2fs",
         "took": "the runner took %.2fs",
         "empty": "(empty)",
@@ -744,8 +756,9 @@ _JUDGEMENT_WORDS = {
         "stderr": "標準エラー %s",
         "on_stdout": "標準出力のどこかに %r(行の一部でよい)",
         "on_stderr": "標準エラーのどこかに %r(行の一部でよい)",
-        "killed_after": "コマンドが開始から %g 秒で止められる(runner は %.2f 秒までに終了)",
+        "killed_after": "コマンドが開始から %g 秒で止められる(%.2f 秒までに)",
         "ended_after": "runner はコマンドの開始から %.2f 秒後に終了しました(runner 自身の開始から %.2f 秒後)",
+        "command_ended_after": "コマンドは開始から %.2f 秒後に終了しました",
         "between": "%s: %.2f 秒から %.2f 秒",
         "took": "runner は %.2f 秒かかりました",
         "empty": "(空)",

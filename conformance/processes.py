@@ -218,6 +218,17 @@ def end_session(session: str) -> None:
     remove_labs_of(session)
 
 
+def _alive(process: psutil.Process) -> bool:
+    """Is `process` (the same one: psutil compares its start time) still running, not a zombie?
+    One the harness may not look at counts as running: its end is then not seen."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+
+
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = timing.APPEAR_S):
     """Poll `predicate` until it returns something true; raise HarnessTimeout after `timeout`."""
     deadline = timing.now() + timeout
@@ -558,14 +569,38 @@ class Invocation:
         Timing bounds count from here, not from the runner's own start: an interpreter that
         takes a second to start on a loaded machine costs a correct runner nothing.
         """
-        return self._start_of(self.wait_for_descendant(argv, clause))
+        return self.start_time(self.wait_for_descendant(argv, clause))
 
     def start_of(self, argv: Sequence[str]) -> Optional[float]:
         """command_started() for a scenario: None, not a failure, when `argv` never ran."""
-        process = self.watch(lambda: next((p for p in self.descendants() if runs_as(p, argv)), None))
-        return None if process is None else self._start_of(process)
+        process = self.find(argv)
+        return None if process is None else self.start_time(process)
 
-    def _start_of(self, process: psutil.Process) -> float:
+    def find(self, argv: Sequence[str]) -> Optional[psutil.Process]:
+        """The runner's process running `argv` (see runs_as), once it runs; None if it never does."""
+        found = self.watch(lambda: next((p for p in self.descendants() if runs_as(p, argv)), None))
+        return found if isinstance(found, psutil.Process) else None
+
+    def gone_at(self, process: psutil.Process) -> Optional[float]:
+        """When `process` was first seen ended (gone, or a zombie its runner has not reaped yet),
+        on timing.now()'s clock; None if it still ran when the runner itself ended (or at the
+        runner's deadline). A timed-out command is judged by its own end: a runner that killed it
+        on time and then did something else first (a backoff after its last attempt, say) is
+        late for that clause, not for S2.1."""
+
+        def seen() -> object:
+            self._sample_cpu_wait()
+            if not _alive(process):
+                return ("ended", timing.now())
+            return None if self.running() else ("outlived the runner", None)
+
+        try:
+            return wait_for(seen, "the command to end", self.deadline_s)[1]
+        except HarnessTimeout:
+            return None
+
+    def start_time(self, process: psutil.Process) -> float:
+        """When `process` started, on timing.now()'s clock."""
         try:
             return started_at(process.pid)
         except (OSError, IndexError, ValueError):

@@ -40,6 +40,7 @@ class TimedOut:
     result: Result
     command: list
     started: Optional[float]  # when the command started (timing.now()'s clock); None: never seen
+    ended: Optional[float]  # when it was seen ended, if before the runner itself did (same clock)
     grandchild_seen: bool  # hang.sh's sleep ran under the runner (True for other commands)
     why_not_seen: str  # what the harness saw instead, when something was not seen
 
@@ -50,12 +51,21 @@ def timed_out(runner, name: str) -> TimedOut:
 
     def play() -> TimedOut:
         invocation = runner.start("run", "--timeout", "1", "--", *command, expect_s=1)
-        started = invocation.start_of(command)
+        process = invocation.find(command)
+        started = None if process is None else invocation.start_time(process)
         grandchild = name != "hang.sh" or invocation.start_of(HANG_SLEEP) is not None
         why_not = invocation.why_not_seen() if started is None or not grandchild else ""
-        return TimedOut(invocation.finish(), command, started, grandchild, why_not)
+        ended = None if process is None else invocation.gone_at(process)
+        return TimedOut(invocation.finish(), command, started, ended, grandchild, why_not)
 
     return runner.scenario(("timed out", name), play)
+
+
+def killed_at(watched: TimedOut) -> float:
+    """When the timed-out command ended: when it was seen to, else (it outlived the runner, or its
+    end was not seen) when the runner ended, the latest its kill can have been."""
+    result = watched.result
+    return result.ended if watched.ended is None else min(watched.ended, result.ended)
 
 
 def output_clause(runner, clause: str) -> str:

@@ -37,7 +37,7 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
             "グループなら os.killpg(pgid, signal.SIGKILL))。猶予つきの SIGTERM(`timeout -k N` など)では"
             "タイムアウトから N 秒動き続けます。",
         )
-    expect.killed_after(watched.result, watched.started, 1, "S2.1", late_hint)
+    expect.killed_after(watched.result, watched.started, 1, "S2.1", late_hint, scenarios.killed_at(watched))
 
 
 @clause("S2.1")

@@ -468,7 +468,6 @@ CHARGED_ALSO = {
     "term-with-a-grace-period": (("S6.4",), ()),
     # The same kill also ends what a forwarded SIGTERM left.
     "timeout-sends-sigterm": (("S6.4",), ()),
-    "waits-after-the-last-attempt": ((), ("S2.1",)),
     # The same message, under --dry-run too.
     "already-applied-on-stderr": (("S8.3",), ()),
     # The same order of steps, under --dry-run too: the plan before the marker.
