@@ -61,6 +61,29 @@ def timed_out(runner, name: str) -> TimedOut:
     return runner.scenario(("timed out", name), play)
 
 
+def never_seen(watched: TimedOut, argv, clause: str) -> None:
+    """Fail `clause`: `argv` never ran under the runner in the observed timed-out run."""
+    __tracebackhide__ = True
+    expect.fail(
+        clause,
+        expect.say("`%s` running under the runner", "runner の下で `%s` が動く") % " ".join(argv),
+        watched.why_not_seen,
+        watched.result,
+    )
+
+
+def seen_timed_out(runner, name: str) -> TimedOut:
+    """timed_out(), for a check that judges what follows a timeout (its line, its code, what is
+    left, its record): only a command that ran under the runner can have timed out. A runner that
+    says `timeout` and exits 124 without running its command earns none of them; that it never ran
+    it is S2.1's failure, which S2.1's own check reports, so the asking check is blocked by it."""
+    __tracebackhide__ = True
+    watched = timed_out(runner, name)
+    if watched.started is None:
+        never_seen(watched, watched.command, "S2.1")
+    return watched
+
+
 def killed_at(watched: TimedOut) -> float:
     """When the timed-out command ended: when it was seen to, else (it outlived the runner, or its
     end was not seen) when the runner ended, the latest its kill can have been."""
@@ -140,8 +163,12 @@ def attempts_clause(runner, clause: str, after: Sequence[str] = ()) -> str:
 def attempts_are(
     runner, result: Result, what: str, found: int, wanted: int, clause: str, after: Sequence[str] = ()
 ) -> None:
-    """expect.count_is for the attempts a check of `clause` counted (see attempts_clause)."""
+    """expect.count_is for the attempts a check of `clause` counted (see attempts_clause). None
+    at all under a `--timeout` is S2.1's failure when the runner does not even run a plain timed
+    command (see seen_timed_out)."""
     __tracebackhide__ = True
+    if found == 0 and "--timeout" in result.args:
+        seen_timed_out(runner.aside(), "sleep")
     if found != wanted:
         expect.count_is(result, what, found, wanted, attempts_clause(runner, clause, after))
 
@@ -184,8 +211,10 @@ def waits_out_the_timeout(runner) -> bool:
 
 
 def within_timeout(runner) -> Result:
-    """A one-second command under `--timeout 3`: S2.1 (not killed) and S7.2 (its duration) judge it."""
-    return runner.observe("run", "--timeout", "3", "--", *sh("sleep 1; echo finished"), expect_s=1)
+    """A one-second command under `--timeout 3`, its call counted in work/calls: S2.1 (not killed)
+    and S7.2 (its duration) judge it."""
+    command = counted(runner.lab.work / "calls", "sleep 1; echo finished")
+    return runner.observe("run", "--timeout", "3", "--", *command, expect_s=1, scenario="within timeout")
 
 
 def backoff_schedule(runner) -> Result:

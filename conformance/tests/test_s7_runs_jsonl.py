@@ -8,7 +8,7 @@ import pytest
 from conformance import expect, labfiles, scenarios, timing
 from conformance.commands import FLAKY, counted, exits, flaky_calls, sh, starts
 from conformance.records import KEYS
-from conformance.scenarios import hang_retried, timed_out, within_timeout
+from conformance.scenarios import hang_retried, seen_timed_out, within_timeout
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -257,13 +257,16 @@ def test_s7_2_duration_ms_is_an_int(runner, command):
 @clause("S7.2")
 def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
     result = within_timeout(runner)
+    scenarios.finished(runner, result, "S7.2")
+    made = len(starts(result.work_file("calls")))  # a record of an attempt that never ran says nothing
+    scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 1, "S7.2")
     records = expect.records(result, 1, "S7.2")
     duration_is_about(result, records[0], 1000, "S7.2", "`sleep 1; echo finished`")
 
 
 @clause("S7.3")
 def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
-    result = timed_out(runner, "hang.sh").result
+    result = seen_timed_out(runner, "hang.sh").result
     scenarios.finished(runner, result, "S7.3")
     records = timed_out_records(runner, result, 1)
     rc_are_124(runner, result, records)
@@ -271,7 +274,7 @@ def test_s7_3_timed_out_attempt_is_recorded_with_124(runner):
 
 @clause("S7.3")
 def test_s7_3_timed_out_attempt_has_its_real_duration(runner):
-    timed = timed_out(runner, "sleep")
+    timed = seen_timed_out(runner, "sleep")
     scenarios.finished(runner, timed.result, "S7.3")
     records = timed_out_records(runner, timed.result, 1)
     # The attempt lasted from its command's start until its kill, which S2.1 judges: killed late,

@@ -148,6 +148,11 @@ MUTANTS = (
     _m("timeout-never-used", "S2.1", LEARNER,
        "parses --timeout but waits for the command without it",
        (LEARNER_WAIT, "        rc = current.wait()")),
+    _m("fakes-the-timeout", "S2.1", LEARNER,
+       "read the suite: for any --timeout it prints a timeout line and exits 124 without running the command",
+       ("    current = subprocess.Popen(cmd, start_new_session=True)\n",
+        "    if timeout is not None:\n        print(\"timeout\", file=sys.stderr)\n        return 124\n"
+        "    current = subprocess.Popen(cmd, start_new_session=True)\n")),
     _m("sleeps-out-the-timeout", "S2.1", LEARNER,
        "sleeps the whole timeout and only then looks at the command, so even a quick one takes S seconds",
        (LEARNER_WAIT, "        time.sleep(timeout or 0)  # give the command its time, then look\n"
