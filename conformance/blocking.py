@@ -192,13 +192,14 @@ class Canary:
         raise Blocked(
             clause,
             expect.say("%s (within %.0fs)", "%s(%.0f 秒以内に)") % (BASIC_CALLS[action][1](), timing.HANG_MARGIN_S),
+            # Read in the basic clause's own entry too, so it names the basic call, not "blocked by" itself.
             expect.say(
-                "blocked by %s: that basic call %s, so this check (a `%s` call too) was not run; "
+                "the basic `%s` call (%s) %s, so this check, another `%s` call, was not run; "
                 "make the basic call work first",
-                "blocked by %s: その基本の呼び出しは%s。このチェック(これも `%s` の呼び出し)は"
+                "基本の `%s` の呼び出し(%s)は%s。このチェック(これも `%s` の呼び出し)は"
                 "実行していません。まず基本の呼び出しを動くようにしてください",
             )
-            % (clause, what, action),
+            % (action, clause, what, action),
             result,
             hint,
             what,

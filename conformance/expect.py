@@ -116,7 +116,7 @@ def evidence(result: Result) -> List[str]:
     if result.survivors:
         lines.append(labelled(words["left running"]))
         for process in result.survivors:
-            shown = "pid %d: %s" % (process.pid, " ".join(process.argv) or "(no argv)")
+            shown = "pid %d: %s" % (process.pid, show_process(process.argv))
             lines.append("    - %s%s" % (shown, words["ignores_term"] if process.ignores_term else ""))
     lines.extend(labelled(words["note"], note) for note in result.notes)
     return lines
@@ -203,10 +203,20 @@ def refusal(error: labfiles.LabFileRefused) -> ClauseFailure:
 
 
 def show_command(argv: Sequence[str]) -> str:
-    """`argv` as the learner would type it, when quoting keeps that readable; else as a list."""
-    if all(_PLAIN.fullmatch(word) or "'" not in word for word in argv):
+    """`argv` as the learner would type it, when quoting keeps that readable (one line); else as a list."""
+    if all(_PLAIN.fullmatch(word) or ("'" not in word and "\n" not in word) for word in argv):
         return " ".join(_quote(word) for word in argv)
     return json.dumps(list(argv), ensure_ascii=False)
+
+
+def show_process(argv: Sequence[str]) -> str:
+    """A process left running, in one line of at most _PROCESS_CHARS: its argv is the runner's to
+    make, a `python3 -c` source of many lines or a word of any length."""
+    shown = show_command(argv) if argv else "(no argv)"
+    return shown if len(shown) <= _PROCESS_CHARS else shown[:_PROCESS_CHARS] + "..."
+
+
+_PROCESS_CHARS = 160
 
 
 _PLAIN = re.compile(r"[\w@%+=:,./-]+")
@@ -369,7 +379,9 @@ _HUNG_WORDS = {
 def _named(processes: Sequence[ProcessInfo], ignores: Optional[bool] = None) -> str:
     """`argv` (pid N), ... of those `processes` whose ignoring of SIGTERM is `ignores` (all if None)."""
     return ", ".join(
-        "`%s` (pid %d)" % (" ".join(p.argv), p.pid) for p in processes if ignores is None or p.ignores_term == ignores
+        "`%s` (pid %d)" % (show_process(p.argv), p.pid)
+        for p in processes
+        if ignores is None or p.ignores_term == ignores
     )
 
 

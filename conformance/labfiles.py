@@ -129,6 +129,13 @@ def look(folder: Path, relative: str) -> LabFile:
     return LabFile(relative, exists=True, refused=_refusal(found, None))
 
 
+def present(folder: Path, relative: str) -> bool:
+    """Is there anything at `relative` below `folder` (a link too: never followed)? For checks that
+    something did not happen (a shell's redirection, an early marker): any kind of file shows it did."""
+    found = look(folder, relative)
+    return found.exists and found.name == relative
+
+
 def open_file(folder: Path, relative: str) -> Tuple[Optional[int], LabFile]:
     """A read-only, non-blocking descriptor of the regular file `relative` (a/b/name) below
     `folder`, never through a link; or None and what is there instead (the caller closes it)."""

@@ -594,8 +594,10 @@ class Invocation:
                 return ("ended", timing.now())
             return None if self.running() else ("outlived the runner", None)
 
+        # Counted from the runner's start, as finish() counts: past it, the runner's own end decides.
+        left_s = max(0.0, self.started + self.deadline_s - timing.now())
         try:
-            return wait_for(seen, "the command to end", self.deadline_s)[1]
+            return wait_for(seen, "the command to end", left_s)[1]
         except HarnessTimeout:
             return None
 

@@ -32,10 +32,6 @@ class ProcessInfo:
     argv: Sequence[str]
     ignores_term: bool = False  # SIGTERM set to be ignored: it got the signal and lived on
 
-    def __str__(self) -> str:
-        shown = "pid %d: %s" % (self.pid, " ".join(self.argv) or "(no argv)")
-        return shown + (" (ignores SIGTERM)" if self.ignores_term else "")
-
 
 def small_files(folder: Path) -> Dict[str, bytes]:
     """The test's own files next to the lab (counters a command wrote, flaky.sh's state).

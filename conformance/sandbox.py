@@ -405,13 +405,6 @@ class Lab:
     def runs_log(self) -> Path:
         return self.sub / "runs.jsonl"
 
-    @property
-    def applied_log(self) -> Path:
-        return self.sub / "applied.log"
-
-    def marker(self, name: str) -> Path:
-        return self.state / ("%s.done" % name)
-
     def preexec(self) -> Optional[Callable[[], None]]:
         """What a child must run before exec to see this lab (None: nothing, shared mode)."""
         if self.mode == CHROOT:

@@ -263,14 +263,14 @@ def apply_in_progress(runner) -> ApplyInProgress:
 
     def play() -> ApplyInProgress:
         first = runner.start("apply", "first", env={"APPLY_DELAY": str(APPLY_SECONDS)}, expect_s=APPLY_SECONDS)
-        applying = bool(first.watch(lambda: runner.lab.applied_log.exists()))
+        applying = bool(first.watch(lambda: labfiles.present(runner.lab.sub, "applied.log")))
         why_not = "" if applying else first.why_not_seen()
         lock_free = shared_only = marker_early = apply_sh_seen = same = other = None
         if applying:
             apply_sh_seen = any(runs_apply_sh(process, "first") for process in first.descendants())
             lock_free = runner.lock_is_free()
             shared_only = not lock_free and runner.lock_is_free(shared=True)
-            marker_early = runner.lab.marker("first").exists()
+            marker_early = labfiles.present(runner.lab.sub, "state/first.done")
             # Both at once, while the lock is surely held: one after the other, a runner that waits
             # for the lock would make the next one start after the first had let go of it.
             started = [runner.start("apply", name) for name in ("first", "second")]

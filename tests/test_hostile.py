@@ -27,6 +27,7 @@ import conformance
 from conformance import identity, sandbox
 from conformance.processes import SESSION_VAR, of_session, tagged
 from tests.grading import REFERENCE, grade
+from tests.zoo.mutants import MUTANTS, build
 
 pytestmark = pytest.mark.hostile
 
@@ -351,6 +352,29 @@ def test_a_fifo_left_where_a_check_counts_calls_fails_the_check_and_never_blocks
     messages = "\n".join(t["message"] for t in graded.failed())
     assert "work/calls is a FIFO" in messages, graded.explain()
     assert took <= DEFAULT_BOUND_S, "took %.0fs" % took
+
+
+# A runner that passes SIGKILL on instead of SIGTERM plants, where the trapped command would write that it got
+# TERM, a link to a file that exists everywhere: followed, it reads as "the command got SIGTERM".
+FAKES_GOT_TERM = """import os, re, sys
+for word in sys.argv:
+    for planted in re.findall(r"'([^']*/got-term)'", word):
+        try:
+            os.symlink("/etc/passwd", planted)
+        except OSError:
+            pass
+"""
+
+
+def test_a_link_where_the_trapped_command_writes_is_not_its_handler_having_run(tmp_path):
+    mutant = next(mutant for mutant in MUTANTS if mutant.name == "forwards-sigkill")
+    runner = tmp_path / "runner.py"
+    runner.write_text(FAKES_GOT_TERM + build(mutant, tmp_path / "mutant").read_text())
+    graded = grade(tmp_path, runner, "--clause", "S6.1", workers=2)
+    assert graded.report["clauses"]["S6.1"]["verdict"] == "failed", graded.explain()
+    assert all(test["outcome"] == "failed" for test in graded.report["tests"] if test["clause"] == "S6.1"), (
+        graded.explain()
+    )
 
 
 # A runner finds the report's path in the grader's argv, writes a forged report there, and makes a

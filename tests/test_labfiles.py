@@ -72,6 +72,17 @@ def test_a_link_in_the_middle_of_a_path_is_not_followed(lab, secret):
     assert labfiles.look(lab, "sub/state/secret").refused == "link"
 
 
+def test_anything_at_a_path_is_present_and_nothing_is_followed_to_find_it(lab, secret):
+    (lab / "sub" / "dangling").symlink_to(lab / "nowhere")
+    (lab / "sub" / "applied.log").mkdir()
+    assert labfiles.present(lab, "sub/dangling") and labfiles.present(lab, "sub/applied.log")
+    assert not labfiles.present(lab, "sub/state/x.done")
+    # Through a link to a folder that holds the name, it is not there: the lab's own folder does not.
+    (lab / "sub" / "state").rmdir()
+    (lab / "sub" / "state").symlink_to(secret)
+    assert not labfiles.present(lab, "sub/state/secret")
+
+
 def test_a_listing_names_each_entry_with_its_kind(lab, secret):
     state = lab / "sub" / "state"
     (state / "a.done").touch()

@@ -135,6 +135,8 @@ def test_a_runner_that_does_nothing_scores_0(tmp_path, name):
     # Charged once, where the learner must start: the basic calls' clauses; the rest wait on them.
     assert {clause for clause, verdict in verdicts.items() if verdict == "failed"} <= {"S1.1", "S1.3", "S4.2"}
     assert set(verdicts.values()) == {"failed", "blocked"}, verdicts
+    for clause, entry in graded.report["clauses"].items():  # a clause's own entry names the call, not itself
+        assert "blocked by %s" % clause not in entry["message"], entry["message"]
     if name == "does-not-compile":
         assert "does not compile: line 1: SyntaxError" in graded.report["clauses"]["S1.1"]["message"]
 

@@ -3,7 +3,6 @@
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -318,7 +317,7 @@ def test_x11_a_name_leaving_state_is_refused(runner, name):
         result,
     )
     expect.that(
-        not Path(str(outside) + ".done").exists(),
+        not labfiles.present(outside.parent, outside.name + ".done"),
         "X11",
         expect.say("no marker outside state/", "state/ の外にマーカーを作らない"),
         expect.say("%s.done was written", "%s.done が書かれていました") % outside,
@@ -337,7 +336,9 @@ def test_x12_stderr_passes_through(runner):
 def test_x13_sigterm_while_apply_sh_runs(runner):
     invocation = runner.start("apply", "slow", env={"APPLY_DELAY": "5"}, expect_s=1)
     invocation.wait_until(
-        lambda: runner.lab.applied_log.exists(), expect.say("apply.sh started", "apply.sh が始まる"), "S4.2"
+        lambda: labfiles.present(runner.lab.sub, "applied.log"),
+        expect.say("apply.sh started", "apply.sh が始まる"),
+        "S4.2",
     )
     invocation.send_signal(signal.SIGTERM)
     result = invocation.finish()
