@@ -96,10 +96,17 @@ _KEPT_FLAGS = (
 # settings. Everything else of the machine (home folders, /opt, /srv, /var, checkouts, other
 # labs) is not there at all.
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-# Folders of the kernel's, shown as they are: devices and /sys (read-only); /proc, see _processes.
-# Without what is mounted below them: /dev/mqueue would let a runner leave message queues in the
-# machine's IPC namespace, /dev/pts reach the machine's terminals.
-KERNEL = (("/dev", False), ("/sys", True))
+# The devices a runner's /dev holds, each the machine's own node bound in place, and nothing else:
+# no disk, no terminal of the machine's (/dev/pts), no message queue of its IPC namespace
+# (/dev/mqueue). One node at a time can be bound in a user namespace too, where /dev as a whole
+# cannot (its own mounts below it are locked to it there).
+DEVICES = ("null", "zero", "full", "random", "urandom")
+DEVICE_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
 # Folders the grader's operator lets every runner see and write (os.pathsep between them): for a
 # lab's own tests, which collect what runners write across checks. Never set for a class.
 SHARE_VAR = "PYOPS_CONFORMANCE_SHARE"
@@ -131,6 +138,20 @@ def _bind(source: str, target: str, read_only: bool, recursive: bool = True) -> 
         flags = os.statvfs(source).f_flag
         kept = sum(mount_flag for statvfs_flag, mount_flag in _KEPT_FLAGS if flags & statvfs_flag)
         _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+
+
+def _devices(target: str) -> None:
+    """A /dev at `target` holding DEVICES and DEVICE_LINKS only (a read-only memory file system)."""
+    os.makedirs(target)
+    _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=16k")
+    for name in DEVICES:
+        node = os.path.join(target, name)
+        open(node, "x").close()
+        _bind("/dev/" + name, node, read_only=False, recursive=False)
+    for name, points_to in DEVICE_LINKS:
+        os.symlink(points_to, os.path.join(target, name))
+    os.makedirs(os.path.join(target, "shm"))  # for PRIVATE_TMP's
+    _mount(None, target, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
 
 
 def _pivot_root(new_root: str) -> None:
@@ -270,9 +291,11 @@ class MountPlan:
             elif os.path.isdir(system):
                 os.makedirs(inside(system))
                 _bind(system, inside(system), read_only=True)
-        for kernel, read_only in KERNEL:
-            os.makedirs(inside(kernel))
-            _bind(kernel, inside(kernel), read_only, recursive=False)
+        _devices(inside("/dev"))
+        # /sys read-only, for what reads the machine's CPUs; with its own mounts below it, which a
+        # user namespace cannot leave behind.
+        os.makedirs(inside("/sys"))
+        _bind("/sys", inside("/sys"), read_only=True, recursive=self.user_namespace)
         os.makedirs(inside("/proc"))
         _processes(inside("/proc"))
         for temporary in PRIVATE_TMP:
