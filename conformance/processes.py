@@ -121,6 +121,13 @@ def family(ancestor: int) -> List[int]:
     return found
 
 
+def _process(pid: int) -> Optional[psutil.Process]:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
 def as_processes(pids: Sequence[int]) -> List[psutil.Process]:
     """A psutil.Process for each of `pids` that still runs."""
     processes = []
@@ -460,6 +467,7 @@ class Invocation:
         # Nothing said: the stand-in could not fork. Its own pid then, which has no runner to signal.
         self.pid = said[0] if said else self.process.pid
         self.parent = said[1] if len(said) > 1 else self.process.pid  # the runner's parent
+        self._init = _process(self.parent) if len(said) > 1 else None  # its PID namespace's first
         self.cpu_wait.add(own_thread_waited() - harness_waited)
         self._sample_cpu_wait()
 
@@ -540,6 +548,12 @@ class Invocation:
         for (and killed as) one of this runner's.
         """
         found = {process.pid: process for process in tagged(self.token)}
+        # Everything in the runner's PID namespace: its init lives on while anything the runner
+        # left runs there and adopts it, whatever it did to its environment (where the runner has
+        # no user of its own, as in a user namespace, this alone finds such a process). Asked by
+        # identity (its start time), never by a pid another process may have taken since.
+        if self._init is not None and self._init.is_running():
+            found.update((p.pid, p) for p in as_processes([pid for pid in family(self._init.pid) if pid != self.pid]))
         if self.lab.user is not None:
             of_user = identity.processes_of(self.lab.user)
             if not of_user:
