@@ -47,11 +47,18 @@ from conformance.sandbox import (
     probe_chroot,
     probe_namespace,
     remove_abandoned_labs,
+    unreachable_lab,
 )
 
 SUITE_DIR = Path(__file__).resolve().parent / "tests"
 
 
+# Shared mode needs the real lab paths; an ordinary user's namespace mode needs user namespaces.
+NOT_ROOT = (
+    "cannot grade as uid %d (not root) here: %s, and shared mode cannot use the lab's paths (%s). "
+    "Two ways work: grade in the lab image (docker run, see README's learner section), or as root "
+    "(sudo); user namespaces, where an administrator turns them on, let an ordinary user grade too"
+)
 NO_REFERENCE = "no runner to grade: give --runner FILE (this installation has no bundled reference runner)"
 
 
@@ -227,6 +234,10 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
         raise Refused("runner file not found: %s" % runner_file)
     python = real_interpreter(python or base_interpreter())
     isolation, plan, why_not, roots_found = _isolation(isolation, python)
+    if isolation == SHARED and os.geteuid() != 0:
+        out_of_reach = unreachable_lab()
+        if out_of_reach:
+            raise Refused(NOT_ROOT % (os.geteuid(), why_not, out_of_reach))
     # In shared mode the runner's uid must reach the real lab (an image opens /root for it).
     closed = identity.closed_ancestor(SUB_DIR) if isolation == SHARED else None
     try:
@@ -237,6 +248,7 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
         "runner": str(runner_file.resolve()),
         "python": python,
         "isolation": isolation,
+        "user_namespace": bool(plan and plan.user_namespace),  # namespace mode without root
         "why_not_namespace": why_not,
         "roots": roots_found,
         "runner_user": user,

@@ -152,6 +152,8 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
         "python": info["python"],
         "profile": info["profile"],
         "isolation": info["isolation"],
+        "user_namespace": bool(info.get("user_namespace")),
+        "grader_uid": os.geteuid(),
         "runner_user": info.get("runner_user", "grader"),
         "summary": {
             "passed": counts["passed"],

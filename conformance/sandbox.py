@@ -524,9 +524,30 @@ def run_entered(argv: Sequence[str], enter: Callable[[], None]) -> str:
                 os.close(fd)
 
 
+def unreachable_lab() -> str:
+    """Why this process cannot make the lab's real paths (shared mode), or "" when it can: each
+    must exist as a folder it may write, or be made in the nearest folder above that exists."""
+    for target in LAB_PATHS:
+        folder = target
+        while True:
+            try:
+                found = os.stat(str(folder))
+            except FileNotFoundError:
+                folder = folder.parent
+                continue
+            except OSError as error:  # a folder above is closed to this user (/root is 0700)
+                return "%s: %s" % (folder, error.strerror)
+            if not stat.S_ISDIR(found.st_mode) or not os.access(str(folder), os.W_OK | os.X_OK):
+                return "%s is not writable by uid %d" % (folder, os.geteuid())
+            break
+    return ""
+
+
 def plain_reason(error: str) -> str:
     """Why a mount namespace could not be made, in words a grader can act on."""
     if "Operation not permitted" in error and "unshare" in error:
+        if os.geteuid() != 0:
+            return "no user namespaces for uid %d (%s)" % (os.geteuid(), error)
         return "this process may not make mount namespaces (%s)" % error
     if "Permission denied" in error and "mount" in error:
         return "mounts are refused here (%s): an AppArmor or SELinux profile, or a read-only /proc" % error

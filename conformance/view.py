@@ -29,6 +29,7 @@ _WORDS = {
         "python": "python: %s",
         "profile": "profile: %s",
         "isolation": "isolation: %s",
+        "rootless": " (in a user namespace of its own per check, as uid %d)",
         "shared": "  (no private namespace: %s; tests run one at a time on the real lab paths,"
         " which are put back afterwards)",
         "chroot": "  (no private namespace: %s; each check runs in a private system root instead, several at once)",
@@ -51,6 +52,7 @@ _WORDS = {
         "python": "Python: %s",
         "profile": "プロファイル: %s",
         "isolation": "分離: %s",
+        "rootless": "(チェックごとに専用のユーザー名前空間で、uid %d として)",
         "shared": "  (専用の名前空間がありません: %s。チェックは 1 つずつ実際のラボのパスで行い、"
         "終わったら元に戻します)",
         "chroot": "  (専用の名前空間がありません: %s。代わりにチェックごとに専用のシステムルートで、"
@@ -82,7 +84,10 @@ def header(info: Mapping, lang: str = "en") -> List[str]:
         user = words["own_user"]
     else:
         user = words["grader_user"] % (os.geteuid(), info["why_not_own_user"])
-    how = [words["profile"] % info["profile"], words["isolation"] % info["isolation"], user]
+    isolation = words["isolation"] % info["isolation"]
+    if info.get("user_namespace"):
+        isolation += words["rootless"] % os.geteuid()
+    how = [words["profile"] % info["profile"], isolation, user]
     lines = [words["runner"] % info["runner"] + ", " + words["python"] % info["python"], ", ".join(how)]
     if info["isolation"] in (SHARED, CHROOT):
         lines.append(words[info["isolation"]] % info["why_not_namespace"])
