@@ -2,7 +2,7 @@
 #   docker build -t pyops-lab .                  (grading; `--target lab` for a learner's lab)
 #   docker run --rm -v "$PWD/runner.py:/root/pyops/sub/runner.py:ro" -v "$PWD/results:/results" pyops-lab
 # Plain Dockerfile syntax (no RUN --mount, no COPY --chmod), so the legacy builder and BuildKit
-# both build it. See docker/README-section.md.
+# both build it. README's "Grading in Docker" says more.
 ARG BASE=debian:bookworm-slim
 
 # ---- build: a venv with the suite and its dependencies (pip and build tools stay here) ----
@@ -43,8 +43,9 @@ RUN set -eu; \
     /opt/pyops-lab/venv/bin/pyops-conformance roots make --count 8
 # Runner uids of the image's own range: a host that also grades outside containers sees these
 # processes, and must never sweep them as its own runners' (see conformance/identity.py).
-ENV PATH=/opt/pyops-lab/venv/bin:$PATH \
-    LANG=C.UTF-8 \
+# The suite's venv stays off PATH: `python3` is the system's, the one that runs every runner, so a
+# learner's runner behaves in the lab as it is graded (it cannot import the suite or its packages).
+ENV LANG=C.UTF-8 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYOPS_RUNNER_UIDS=1900100000
 WORKDIR /root/pyops/sub
@@ -53,7 +54,9 @@ WORKDIR /root/pyops/sub
 RUN set -eu; \
     chmod 0711 /root; \
     mkdir -p -m 0755 /root/pyops/sub/state; \
-    python3 -c 'import conformance.plugin, xdist, psutil'; \
+    ln -s /opt/pyops-lab/venv/bin/pyops-conformance /usr/local/bin/pyops-conformance; \
+    /opt/pyops-lab/venv/bin/python3 -c 'import conformance.plugin, xdist, psutil'; \
+    ! python3 -c 'import conformance' 2>/dev/null; \
     pyops-conformance --help >/dev/null
 # tini is PID 1: it reaps the orphans a runner under test leaves (zombies would count as left-over
 # processes) and passes docker stop's SIGTERM on to the grading, which then restores the lab.
@@ -66,11 +69,12 @@ COPY --from=build /out/reference/ /opt/pyops-lab/reference/
 # Smoke check: the bundled reference runs a command and logs it; then the lab is left exactly as
 # a learner finds it (no runs.jsonl, state/ present and empty).
 RUN set -eu; \
-    site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+    suite=/opt/pyops-lab/venv/bin/python3; \
+    site=$($suite -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
     mv /opt/pyops-lab/reference/runner "$site/runner"; \
     rmdir /opt/pyops-lab/reference; \
     chmod -R go-rwx "$site/runner"; \
-    reference=$(python3 -c 'import runner.runner as r; print(r.__file__)'); \
+    reference=$($suite -c 'import runner.runner as r; print(r.__file__)'); \
     python3 "$reference" run -- true; \
     python3 -c 'import json; [json.loads(l) for l in open("/root/pyops/sub/runs.jsonl")]'; \
     rm -f /root/pyops/sub/runs.jsonl; \

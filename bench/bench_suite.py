@@ -19,7 +19,18 @@ def graded(workers, profile, python):
     """Wall time and JSON report of one `python -m conformance` run."""
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
-        argv = [sys.executable, "-m", "conformance", "--profile", profile, "--json", str(report), "--python", python]
+        argv = [
+            sys.executable,
+            "-m",
+            "conformance",
+            "--reference",
+            "--profile",
+            profile,
+            "--json",
+            str(report),
+            "--python",
+            python,
+        ]
         if workers is not None:
             argv += ["-n", str(workers)]
         started = time.perf_counter()

@@ -25,9 +25,25 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from conformance import config, platforms, report, view
 from conformance.clauses import LANGUAGES, PROFILES
+from conformance.sandbox import SUB_DIR
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+# What a learner writes, where the lab has it: graded when no other runner is named.
+LAB_RUNNER = SUB_DIR / "runner.py"
+NO_RUNNER = (
+    "no runner to grade: write the lab's %s, or name one with --runner FILE (--reference grades the bundled one)"
+    % LAB_RUNNER
+)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a folder above it is closed to this user (/root, for an ordinary one)
+        return False
 
 
 class UsageError(Exception):
@@ -41,7 +57,9 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pyops-conformance", description="Grade a runner.py against the pyops lab.")
-    parser.add_argument("--runner", help="the runner.py to grade (default: the bundled reference)")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--runner", help="the runner.py to grade (default: the lab's, %s)" % LAB_RUNNER)
+    chosen.add_argument("--reference", action="store_true", help="grade the bundled reference runner")
     parser.add_argument("--python", help="interpreter that runs it (default: the one the suite's venv was made from)")
     parser.add_argument(
         "--runner-user",
@@ -213,6 +231,10 @@ def validate(options: argparse.Namespace) -> None:
     for path in (options.json, options.junit, options.gradescope, options.prairielearn):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError("no folder for the report file: %s" % path)
+    if not options.runner and not options.reference:
+        if not _is_file(LAB_RUNNER):
+            raise UsageError(NO_RUNNER)
+        options.runner = str(LAB_RUNNER)
     # What the plugin will decide again once pytest runs; refused here, it is said in one line.
     from conformance.plugin import Refused, decide
 

@@ -266,6 +266,8 @@ def _isolation(asked: str, python: str):
             return NAMESPACE, plan, "", 0
         if asked == NAMESPACE:
             raise Refused("namespace isolation is not possible here: %s" % why_not)
+        if os.geteuid() != 0:  # chroot needs root: only shared mode is left to ask about
+            return SHARED, None, why_not, 0
     else:
         why_not = "chroot mode was asked for"
     roots, why_not_roots = probe_chroot(python)

@@ -46,7 +46,7 @@ else fail "image size $((size / 1000000)) MB > 250 MB"; fi
 
 # ---- the image as a lab ----------------------------------------------------------------------
 layout=$(docker run --rm "${hardened[@]}" "$image" sh -c \
-    'cat /proc/1/comm; stat -c "%a %U" /root /opt/fixtures/pyops/bin/*.sh /root/pyops/sub/state "$(python3 -c "import runner, os; print(os.path.dirname(runner.__file__))")"; ls -A /root/pyops/sub; ls -A /root/pyops/sub/state')
+    'cat /proc/1/comm; stat -c "%a %U" /root /opt/fixtures/pyops/bin/*.sh /root/pyops/sub/state "$(/opt/pyops-lab/venv/bin/python3 -c "import runner, os; print(os.path.dirname(runner.__file__))")"; ls -A /root/pyops/sub; ls -A /root/pyops/sub/state')
 expected='tini
 711 root
 755 root
@@ -59,16 +59,30 @@ if [ "$layout" = "$expected" ]; then pass "shell: tini is PID 1, /root 0711, fix
 else fail "image layout: got $(echo "$layout" | tr '\n' ' ')"; fi
 
 # ---- the lab image: the suite for self-checks, no reference ------------------------------------
-if docker run --rm --network none "$image-lab" python3 -c 'import runner' 2>/dev/null; then
+if docker run --rm --network none "$image-lab" /opt/pyops-lab/venv/bin/python3 -c 'import runner' 2>/dev/null; then
     fail "lab image: the reference runner is importable"
 else pass "lab image: no reference runner"; fi
 rc=0; docker run --rm "${hardened[@]}" "$image-lab" --reference >"$work/lab-out" 2>"$work/lab-err" || rc=$?
 if [ "$rc" = 2 ] && [ "$(wc -l <"$work/lab-err")" = 1 ]; then pass "lab image, --reference: exit 2, $(cat "$work/lab-err")"
 else fail "lab image, --reference: exit $rc, $(head -3 "$work/lab-err")"; fi
+lab_python=$(docker run --rm --network none "$image-lab" sh -c 'command -v python3; python3 -c "import conformance" 2>&1 | tail -1')
+if [ "$lab_python" = "/usr/bin/python3
+ModuleNotFoundError: No module named 'conformance'" ]; then pass "lab image: python3 is the system's, which cannot import the suite"
+else fail "lab image: python3 is $(echo "$lab_python" | tr '\n' ' ')"; fi
+rc=0; docker run --rm "${hardened[@]}" "$image-lab" >"$work/lab-out" 2>"$work/lab-err" || rc=$?
+if [ "$rc" = 2 ] && grep -q "write /root/pyops/sub/runner.py" "$work/lab-err"; then pass "lab image, no runner yet: $(cat "$work/lab-err")"
+else fail "lab image, no runner yet: exit $rc, $(head -3 "$work/lab-err")"; fi
 
 # ---- grading ---------------------------------------------------------------------------------
-reference=$(docker run --rm --network none "$image" python3 -c 'import runner.runner as r; print(r.__file__)')
+reference=$(docker run --rm --network none "$image" /opt/pyops-lab/venv/bin/python3 -c 'import runner.runner as r; print(r.__file__)')
 docker run --rm --network none "$image" cat "$reference" >"$work/reference.py"
+# A learner's session in the lab image: write the lab's runner.py, then grade it by its name alone.
+session='cat > /root/pyops/sub/runner.py && chmod a+r /root/pyops/sub/runner.py && pyops-conformance --clause S1'
+rc=0; docker run --rm -i "${hardened[@]}" --entrypoint sh "$image-lab" -c "$session" <"$work/reference.py" \
+    >"$work/lab-out" 2>&1 || rc=$?
+if [ "$rc" = 0 ] && grep -q "^runner: /root/pyops/sub/runner.py, python: /usr/bin/python3" "$work/lab-out"; then
+    pass "lab image: a runner written in the lab is graded with the system python3 ($(tail -1 "$work/lab-out"))"
+else fail "lab image, a learner's session: exit $rc, $(head -5 "$work/lab-out" | tr '\n' ' ')"; fi
 # Two wrong runners, each a small edit of the reference with one known mistake.
 mkdir -p "$work/timeout0" "$work/nomarker"
 sed 's/^EXIT_TIMEOUT = 124$/EXIT_TIMEOUT = 0/' "$work/reference.py" >"$work/timeout0/runner.py"
@@ -227,7 +241,7 @@ pl pl-none -
 check_pl pl-none "nothing submitted" not-gradable
 # A link to the bundled reference, which the entrypoint would otherwise copy as root and grade.
 mkdir -p "$work/pl-link/grade/student"
-ln -s "$(docker run --rm "$image" python3 -c 'import runner.runner as r; print(r.__file__)')" \
+ln -s "$(docker run --rm "$image" /opt/pyops-lab/venv/bin/python3 -c 'import runner.runner as r; print(r.__file__)')" \
     "$work/pl-link/grade/student/runner.py"
 pl pl-link -
 check_pl pl-link "runner.py a symbolic link to the reference" not-gradable

@@ -12,6 +12,7 @@
 # or signal the grader. Reports are written to a folder of the grader's own and put in place only
 # once the suite has ended, when no process of any runner is left to change them.
 set -eu
+suite_python=/opt/pyops-lab/venv/bin/python3  # the suite's; `python3` is the lab's (runners')
 runner=/root/pyops/sub/runner.py
 results=/results
 student=/grade/student/runner.py
@@ -22,13 +23,13 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && command -v "$1" >/dev/null 2>&1; then
     exec "$@"
 fi
 
-# Drop our own options from the arguments (the suite grades its bundled reference when no
-# --runner is given) and note whether the caller chose the runner or asked for help themselves.
+# Drop our own options from the arguments (--reference goes on to the suite) and note whether the
+# caller chose the runner or asked for help themselves.
 reference=no chosen=no user_chosen=no prairielearn=no
 for arg do
     shift
     case $arg in
-        --reference) reference=yes; continue ;;
+        --reference) reference=yes ;;
         --prairielearn) prairielearn=yes; continue ;;
         --runner|--runner=*|-h|--help) chosen=yes ;;
         --runner-user|--runner-user=*) user_chosen=yes ;;
@@ -56,7 +57,7 @@ run_suite() {
 # there while it ran goes first (files of the runner uids, and anything at the reports' names:
 # a planted symlink or folder).
 install_reports() {
-    range=$(python3 -I -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
+    range=$("$suite_python" -I -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
     find "$1" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
     for report in "$private"/*; do
         [ -e "$report" ] || continue
@@ -73,7 +74,7 @@ if [ $prairielearn = yes ]; then
     # a grading, or "not gradable" (no attempt counted) with what was wrong.
     mkdir -p "$job_results"
     not_gradable() {
-        python3 -I -c 'import json, sys; from conformance import platforms
+        "$suite_python" -I -c 'import json, sys; from conformance import platforms
 json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w"))' "$1" "$private/results.json"
         install_reports "$job_results"
         exit 0
@@ -95,14 +96,18 @@ json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w
     exit 0
 fi
 
-if [ $reference = yes ] && ! python3 -I -c 'import runner.runner' 2>/dev/null; then
+if [ $reference = yes ] && ! "$suite_python" -I -c 'import runner.runner' 2>/dev/null; then
     echo "pyops-grade: --reference: this image has no reference runner (it is the lab image); grade your own with -v \"\$PWD/runner.py:$runner:ro\"" >&2
     exit 2
 fi
 
 if [ $reference = no ] && [ $chosen = no ]; then
     if [ ! -f "$runner" ]; then
-        echo "pyops-grade: no runner.py to grade: add -v \"\$PWD/runner.py:$runner:ro\" to docker run (or --reference to grade the bundled reference)" >&2
+        if "$suite_python" -I -c 'import runner.runner' 2>/dev/null; then  # the grading image
+            echo "pyops-grade: no runner.py to grade: add -v \"\$PWD/runner.py:$runner:ro\" to docker run (or --reference to grade the bundled reference)" >&2
+        else  # the lab image, where a learner works
+            echo "pyops-grade: no runner.py to grade yet: write $runner (the lab's file), then run pyops-grade again" >&2
+        fi
         exit 2
     fi
     # It runs as a uid of its own, which reads it through the "others" permission bits.

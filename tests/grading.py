@@ -54,8 +54,7 @@ def grade(
     """`python -m conformance [--runner RUNNER] OPTIONS --json ... -n WORKERS`, on `cpus` only if given."""
     report = tmp_path / "report.json"
     argv = [suite_python, "-m", "conformance", "--json", str(report), "-n", str(workers)]
-    if runner is not None:
-        argv += ["--runner", str(runner)]
+    argv += ["--runner", str(runner)] if runner is not None else ["--reference"]
     done = subprocess.run(
         argv + list(options),
         capture_output=True,
