@@ -13,6 +13,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/pyops-learner.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+chmod 0755 "$work"  # mounted in the container, where the learner reads the blocks
 failures=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
