@@ -1,10 +1,13 @@
 """pyops-conformance: grade a runner.py against the lab, clause by clause.
 
+It dispatches to the class commands (classroom/command.py); what they share with it (exit codes,
+usage errors) is in usage.py.
+
     pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
     pyops-conformance worker ...                        grade a class's submissions sent by Celery
     pyops-conformance roots make [--count N]            system roots for chroot isolation (an image's build)
 
-    pyops-conformance [--runner PATH] [--python EXE] [--profile core|extended] [--json FILE]
+    pyops-conformance [--runner PATH | --reference] [--watch] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
                       [-n WORKERS] [-k EXPR]
                       [--isolation auto|namespace|chroot|shared] [--repeat N] [--view learner|pytest]
@@ -26,8 +29,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 from conformance import config, platforms, report, view
 from conformance.clauses import LANGUAGES, PROFILES
 from conformance.sandbox import SUB_DIR
+from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
 
-EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
@@ -44,15 +47,6 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except OSError:  # a folder above it is closed to this user (/root, for an ordinary one)
         return False
-
-
-class UsageError(Exception):
-    """A command line the suite cannot run; the message is one line."""
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> "None":  # type: ignore[override]
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade N times, list every check whose outcome varied (exit 2 if any did); reports are the last round's",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check (the pytest view)")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="grade, then grade again each time the runner file is saved, saying which clauses changed (Ctrl-C ends)",
+    )
     return parser
 
 
@@ -280,6 +279,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("pyops-conformance: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
 
+    if options.watch:
+        return _watch(argv, options)
     learner = options.view == "learner"
     if learner:
         print("\n".join(view.header(dict(options.decided, profile=options.profile), options.lang)), flush=True)
@@ -352,6 +353,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             summary.write(platforms.github_summary(data))
     status = exit_status(code, data["summary"])
     return EXIT_ERROR if options.repeat > 1 and data["repeat"]["varied"] else status
+
+
+def _watch(argv: Sequence[str], options: argparse.Namespace) -> int:
+    """--watch: the same grading again on every save of the runner file (watch.py)."""
+    from conformance import watch
+
+    for name in ("json", "junit", "gradescope", "prairielearn"):
+        if getattr(options, name):
+            print("pyops-conformance: error: --watch shows the report on the screen; no --%s" % name, file=sys.stderr)
+            return EXIT_ERROR
+    if options.repeat > 1:
+        print("pyops-conformance: error: --watch grades once per save; no --repeat", file=sys.stderr)
+        return EXIT_ERROR
+    again = [arg for arg in argv if arg != "--watch"]
+    if not options.reference and "--runner" not in again and not any(a.startswith("--runner=") for a in again):
+        again += ["--runner", options.runner]  # the lab's file, as this grading chose it
+    return watch.run(again, Path(options.decided["runner"]), options.lang)
 
 
 def grade_once(options: argparse.Namespace, json_path: Path) -> Tuple[int, Optional[Dict]]:

@@ -25,11 +25,13 @@ STEP_TITLES = {
 _TABLE_WORDS: Dict[str, Dict[str, Any]] = {
     "en": {
         "head": ("step", "what", "passed", "verdict"),
+        "verdicts": {"PASS": "PASS", "FAIL": "FAIL", "NOT RUN": "NOT RUN"},
         "titles": STEP_TITLES,
         "summary": "%d passed, %d failed, %d errors, %d skipped",
     },
     "ja": {
-        "head": ("step", "内容", "合格", "判定"),
+        "head": ("ステップ", "内容", "合格", "判定"),
+        "verdicts": {"PASS": "合格", "FAIL": "不合格", "NOT RUN": "未実行"},
         "titles": {
             "S1": "コマンドを実行し、出力と終了コードを伝える",
             "S2": "--timeout でコマンド全体を止め、124 で終了",
@@ -130,18 +132,24 @@ def step_table(tests: List[Dict], profile: str, lang: str = "en") -> List[str]:
     # Padded by display width: a Japanese character takes two columns.
     width = max([46] + [display_width(title) for title in titles])
     head = words["head"]
-    lines = ["", "%-4s %s %9s  %s" % (head[0], _pad(head[1], width), head[2], head[3])]
+    first = max(4, display_width(head[0]))
+
+    def row_line(step: str, title: str, passed: str, judged: str) -> str:
+        return "%s %s %s  %s" % (_pad(step, first), _pad(title, width), _pad(passed, 9, right=True), judged)
+
+    lines = ["", row_line(*head)]
     for (step, row), title in zip(steps(tests, profile).items(), titles):
-        lines.append(
-            "%-4s %s %9s  %s" % (step, _pad(title, width), "%d/%d" % (row["passed"], row["total"]), verdict(row))
-        )
+        judged = "%d/%d" % (row["passed"], row["total"])
+        lines.append(row_line(step, title, judged, words["verdicts"][verdict(row)]))
     counts = summary(tests)
     lines.append(words["summary"] % (counts["passed"], counts["failed"], counts["error"], counts["skipped"]))
     return lines
 
 
-def _pad(text: str, width: int) -> str:
-    return text + " " * (width - display_width(text))
+def _pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded to `width` display columns (a Japanese character takes two)."""
+    room = " " * (width - display_width(text))
+    return room + text if right else text + room
 
 
 def build(info: Mapping, tests: List[Dict]) -> Dict:

@@ -14,7 +14,7 @@ So one defect is charged to one clause, once, however many checks see it.
 """
 
 import re
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from conformance import expect
 from conformance.clauses import CLAUSES
@@ -90,20 +90,26 @@ def summary(verdicts: Mapping[str, Mapping]) -> str:
     return "; ".join(parts)
 
 
-_WORDS = {
+_WORDS: Dict[str, Dict[str, Any]] = {
     "en": {
-        "passed": "passed (%d check(s), all passed)",
-        "also": "  also seen in %d more check(s):",
+        # One form for one check, one for more (Japanese says both alike).
+        "passed": ("passed (its one check passed)", "passed (%d checks, all passed)"),
+        "also": ("  also seen in 1 more check:", "  also seen in %d more checks:"),
         "blocked": "blocked by %s: this clause could not be judged until that is fixed (not charged here)",
         "skipped": "not run",
     },
     "ja": {
-        "passed": "合格(チェック %d 件すべてに合格)",
-        "also": "  ほかに %d 件のチェックでも:",
+        "passed": ("合格(チェック 1 件に合格)", "合格(チェック %d 件すべてに合格)"),
+        "also": ("  ほかに 1 件のチェックでも:", "  ほかに %d 件のチェックでも:"),
         "blocked": "%s のためにブロックされました: それを直すまでこの項目は判定できません(ここでは減点しません)",
         "skipped": "実行していません",
     },
 }
+
+
+def counted(forms: Sequence[str], count: int) -> str:
+    """The form of (one, more) that `count` takes, with the count in it."""
+    return forms[0] if count == 1 else forms[1] % count
 
 
 def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
@@ -111,7 +117,7 @@ def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
     words = _WORDS.get(lang, _WORDS["en"])
     verdict = entry["verdict"]
     if verdict == PASSED:
-        return words["passed"] % entry["checks"]["total"]
+        return counted(words["passed"], entry["checks"]["total"])
     if verdict == SKIPPED:
         return words["skipped"]
     if verdict == BLOCKED:
@@ -120,7 +126,7 @@ def explain(entry: Mapping, tests: Sequence[Mapping], lang: str = "en") -> str:
     also = entry.get("also_seen") or []
     if also:
         by_id = {test["id"]: test for test in tests}
-        lines.append(words["also"] % len(also))
+        lines.append(counted(words["also"], len(also)))
         lines += ["    - %s: %s" % (check_name(check), _actual(by_id.get(check, {}))) for check in also]
     return "\n".join(lines)
 

@@ -65,9 +65,14 @@ _WORDS = {
 
 
 def language(choice: Optional[str], environ: Mapping[str, str] = os.environ) -> str:
-    """`choice` if given, else the locale's (LC_ALL, LC_MESSAGES, LANG: ja_* is Japanese)."""
+    """`choice` if given, else the locale's: LANGUAGE's first language the suite speaks (a list,
+    as gettext reads it: `ja:en`), else LC_ALL, LC_MESSAGES or LANG (ja_* is Japanese)."""
     if choice:
         return choice
+    for wanted in environ.get("LANGUAGE", "").split(":"):
+        code = wanted.split("_")[0].split(".")[0].lower()
+        if code in LANGUAGES:
+            return code
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = environ.get(name, "")
         if value:

@@ -7,7 +7,7 @@ import pytest
 
 from conformance.classroom import credentials, signing
 from conformance.classroom.command import main_class, main_worker
-from conformance.cli import UsageError
+from conformance.usage import UsageError
 
 KEY = b"k" * 32
 

@@ -23,11 +23,16 @@ def imports_of(path: Path) -> set:
 
 
 def module_graph(package: Path = PACKAGE) -> dict:
-    graph = {}
-    for path in sorted(package.glob("*.py")):
-        name = "conformance" if path.stem == "__init__" else "conformance." + path.stem
-        graph[name] = {module for module in imports_of(path) if (package / (module.split(".")[-1] + ".py")).exists()}
-    return graph
+    """Each module of the package, its subpackages' included (classroom.command ...), and the
+    package's modules it imports."""
+    names = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if "tests" not in parts:  # the checks are pytest's modules, not the suite's layers
+            names[".".join(["conformance"] + parts)] = path
+    return {name: {module for module in imports_of(path) if module in names} for name, path in names.items()}
 
 
 def circles_in(graph: dict) -> list:

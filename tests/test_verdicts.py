@@ -67,7 +67,7 @@ def test_the_learner_reads_the_cause_once_and_one_line_per_other_check():
         check("c", "S2.1", "failed", "[S2.1] killed at the timeout\n  actual:   it took 4.0s\n  hint:     ..."),
     ]
     text = verdicts.explain(verdicts.of_tests(tests)["S2.1"], tests)
-    assert text.count("hint:") == 1 and text.endswith("  also seen in 1 more check(s):\n    - c: it took 4.0s")
+    assert text.count("hint:") == 1 and text.endswith("  also seen in 1 more check:\n    - c: it took 4.0s")
 
 
 def test_a_line_says_which_clauses_did_not_pass():

@@ -3,7 +3,7 @@
 import pytest
 
 from conformance import expect, view
-from conformance.clauses import CLAUSES
+from conformance.clauses import CLAUSES, display_width
 
 
 def failure(test_id, clause, expected, actual, lang="en", outcome="failed"):
@@ -93,6 +93,9 @@ def test_everything_passed_says_so():
         ({"LC_ALL": "ja_JP.UTF-8", "LANG": "en_US.UTF-8"}, "ja"),
         ({"LC_ALL": "", "LC_MESSAGES": "en_GB", "LANG": "ja_JP"}, "en"),
         ({}, "en"),
+        ({"LANGUAGE": "ja", "LANG": "en_US.UTF-8"}, "ja"),
+        ({"LANGUAGE": "fr:ja_JP:en", "LANG": "en_US.UTF-8"}, "ja"),  # the first one the suite speaks
+        ({"LANGUAGE": "fr", "LANG": "ja_JP.UTF-8"}, "ja"),
     ],
 )
 def test_the_language_follows_the_locale(environ, expected):
@@ -159,3 +162,12 @@ def test_a_hint_chosen_from_the_evidence_is_said_once_when_two_checks_get_it():
     ]
     text = "\n".join(view.render(report(tests), "en"))
     assert text.count(hint) == 1 and ": 1.00s between records" in text, text
+
+
+def test_the_japanese_step_table_is_japanese_and_its_columns_line_up():
+    lines = view.render(report([passed("t::p", "S1.1")]), "ja")
+    table = lines[lines.index(next(line for line in lines if line.startswith("ステップ"))) :][:9]
+    assert "PASS" not in "\n".join(table) and "合格" in table[1] and "未実行" in table[2]
+    # Each row's counts end in the same display column as the heading's.
+    ends = [display_width(line.rsplit("  ", 1)[0]) for line in table]
+    assert len(set(ends)) == 1, table

@@ -129,9 +129,9 @@ def test_say_follows_the_language():
 
 def _tables():
     """Every {"en": {...}, "ja": {...}} table of words in the suite's modules."""
-    from conformance import report, view
+    from conformance import report, verdicts, view, watch
 
-    for module in (expect, view, report):
+    for module in (expect, view, report, verdicts, watch):
         for name, value in vars(module).items():
             if isinstance(value, dict) and set(value) >= {"en", "ja"} and isinstance(value["en"], dict):
                 yield "%s.%s" % (module.__name__, name), value

@@ -27,7 +27,7 @@ from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings, run_local
 from conformance.classroom.store import NotAClassFolder, Store
 from conformance.clauses import LANGUAGES
-from conformance.cli import EXIT_ERROR, Parser, UsageError
+from conformance.usage import EXIT_ERROR, Parser, UsageError
 
 EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED, EXIT_INTERRUPTED = 0, 1, 130
 # Checks of one grading at a time (the suite's -n).

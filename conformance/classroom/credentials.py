@@ -13,7 +13,7 @@ import stat
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
-from conformance.cli import UsageError
+from conformance.usage import UsageError
 
 URL_VAR, KEY_VAR = "PYOPS_BROKER_URL", "PYOPS_BROKER_KEY"
 FROM_ENV = "$" + URL_VAR  # --broker given alone

@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from conformance.classroom import grading, signing
 from conformance.classroom.queue import Done, Job, Settings
 from conformance.clauses import LANGUAGES
-from conformance.cli import EXIT_ERROR
+from conformance.usage import EXIT_ERROR
 
 TASK = "pyops_conformance.grade"
 VISIBILITY_MARGIN_S = 60
