@@ -17,7 +17,7 @@ COPY . /src
 RUN set -eu; \
     if [ -s /src/.build-ca.pem ]; then export PIP_CERT=/src/.build-ca.pem; fi; \
     python3 -m venv /opt/pyops-lab/venv; \
-    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/pyops-lab/venv/bin/pip install /src; \
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/pyops-lab/venv/bin/pip install "/src[watch]"; \
     /opt/pyops-lab/venv/bin/pip uninstall -y -q pip setuptools; \
     site=$(/opt/pyops-lab/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
     mkdir -p /out/reference; mv "$site/runner" /out/reference/; \
@@ -55,7 +55,7 @@ RUN set -eu; \
     chmod 0711 /root; \
     mkdir -p -m 0755 /root/pyops/sub/state; \
     ln -s /opt/pyops-lab/venv/bin/pyops-conformance /usr/local/bin/pyops-conformance; \
-    /opt/pyops-lab/venv/bin/python3 -c 'import conformance.plugin, xdist, psutil'; \
+    /opt/pyops-lab/venv/bin/python3 -c 'import conformance.plugin, xdist, psutil, watchfiles'; \
     ! python3 -c 'import conformance' 2>/dev/null; \
     pyops-conformance --help >/dev/null
 # tini is PID 1: it reaps the orphans a runner under test leaves (zombies would count as left-over

@@ -38,7 +38,6 @@ AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 LAB_RUNNER = SUB_DIR / "runner.py"
 NO_RUNNER = (
     "no runner to grade: write the lab's %s, or name one with --runner FILE (--reference grades the bundled one)"
-    % LAB_RUNNER
 )
 
 
@@ -232,7 +231,7 @@ def validate(options: argparse.Namespace) -> None:
             raise UsageError("no folder for the report file: %s" % path)
     if not options.runner and not options.reference:
         if not _is_file(LAB_RUNNER):
-            raise UsageError(NO_RUNNER)
+            raise UsageError(NO_RUNNER % LAB_RUNNER)
         options.runner = str(LAB_RUNNER)
     # What the plugin will decide again once pytest runs; refused here, it is said in one line.
     from conformance.plugin import Refused, decide

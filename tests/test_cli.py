@@ -33,8 +33,9 @@ def liar(tmp_path):
     "argv,message",
     [
         (["--runner", "/no/such/runner.py"], "runner file not found: /no/such/runner.py"),
-        (["--python", "/no/such/python"], "python interpreter not found"),
-        (["--python", "/bin/true"], "not a Python interpreter: /bin/true"),
+        (["--reference", "--python", "/no/such/python"], "python interpreter not found"),
+        (["--reference", "--python", "/bin/true"], "not a Python interpreter: /bin/true"),
+        (["--runner", "runner.py", "--reference"], "not allowed with argument"),
         (["--profile", "everything"], "invalid choice"),
         (["--clause", "S9.1"], "unknown clause"),
         (["-n", "-1"], "0 or more workers"),
@@ -368,3 +369,18 @@ def test_plain_pytest_grades_with_the_plugin_named_and_only_then(tmp_path):
     assert done.returncode == 0 and re.search(r"\b1\d passed\b", done.stdout), done.stdout + done.stderr
     unnamed = subprocess.run(suite + ["--runner", str(REFERENCE)], cwd=str(tmp_path), capture_output=True, text=True)
     assert unnamed.returncode == 4 and "unrecognized arguments: --runner" in unnamed.stderr, unnamed.stderr
+
+
+def test_without_runner_the_labs_own_file_is_graded(tmp_path, monkeypatch, capsys):
+    lab_runner = tmp_path / "runner.py"
+    monkeypatch.setattr(cli, "LAB_RUNNER", lab_runner)
+    assert cli.main(["--clause", "S1.3"]) == 2  # not there: one line saying how to name one
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and str(lab_runner) in said and "--runner FILE" in said, said
+    lab_runner.write_text(REFERENCE.read_text())
+    options = cli.build_parser().parse_args(["--clause", "S1.3"])
+    cli.validate(options)
+    assert options.runner == str(lab_runner)
+    options = cli.build_parser().parse_args(["--reference"])
+    cli.validate(options)
+    assert options.decided["runner"] == str(REFERENCE.resolve())

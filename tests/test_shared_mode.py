@@ -49,16 +49,7 @@ def machine(tmp_path):
     started = []
 
     def start(*options, cpus=None):
-        argv = [
-            sys.executable,
-            "-m",
-            "conformance",
-            "--reference",
-            "--isolation",
-            "shared",
-            "--json",
-            str(tmp_path / "r.json"),
-        ]
+        argv = [sys.executable, "-m", "conformance", "--isolation", "shared", "--json", str(tmp_path / "r.json")]
 
         def preexec():
             plan.enter(tmp_path, [(sub, SUB_DIR), (bin_dir, BIN_DIR)])
