@@ -50,11 +50,14 @@ ENV LANG=C.UTF-8 \
     PYOPS_RUNNER_UIDS=1900100000
 WORKDIR /root/pyops/sub
 # /root 0711: each runner runs as a uid of its own, which must pass through /root to the lab
-# (but not list it). state/ present and empty, as a learner finds the lab.
+# (but not list it). state/ present and empty, as a learner finds the lab. image-build names this
+# build in every grading's provenance (conformance/provenance.py).
 RUN set -eu; \
     chmod 0711 /root; \
     mkdir -p -m 0755 /root/pyops/sub/state; \
     ln -s /opt/pyops-lab/venv/bin/pyops-conformance /usr/local/bin/pyops-conformance; \
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) $(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+        >/opt/pyops-lab/image-build; \
     /opt/pyops-lab/venv/bin/python3 -c 'import conformance.plugin, xdist, psutil, watchfiles'; \
     ! python3 -c 'import conformance' 2>/dev/null; \
     pyops-conformance --help >/dev/null

@@ -6,6 +6,7 @@ usage errors) is in usage.py.
     pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
     pyops-conformance worker ...                        grade a class's submissions sent by Celery
     pyops-conformance roots make [--count N]            system roots for chroot isolation (an image's build)
+    pyops-conformance replay RECORD [--config FILE]     grade a recorded runner again, compare the verdicts
 
     pyops-conformance [--runner PATH | --reference] [--watch] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
@@ -24,9 +25,9 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from conformance import config, platforms, report, view
+from conformance import config, platforms, provenance, report, view
 from conformance.clauses import LANGUAGES, PROFILES
 from conformance.sandbox import SUB_DIR
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
@@ -244,10 +245,14 @@ def validate(options: argparse.Namespace) -> None:
     # workers (the plugin decides again, and says why in its header).
     options.decided_isolation = decided["isolation"]
     options.decided = decided
+    config_file = Path(options.config) if options.config else config.DEFAULT_FILE
     try:
-        options.lab = config.load(Path(options.config) if options.config else None)
+        options.lab = config.load(config_file)
+        options.config_text = config_file.read_text(encoding="utf-8")  # for the provenance
     except config.ConfigError as error:
         raise UsageError(str(error)) from None
+    except (OSError, ValueError) as error:
+        raise UsageError("%s: cannot read it: %s" % (config_file, getattr(error, "strerror", None) or error)) from None
     options.profile = options.profile or options.lab.profile
     options.lang = view.language(options.lang or options.lab.lang)
     if options.verbose:
@@ -267,6 +272,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return main_class(argv[1:])
     if argv[:1] == ["roots"]:
         return main_roots(argv[1:])
+    if argv[:1] == ["replay"]:
+        from conformance import replay
+
+        return replay.main(argv[1:])
     if argv[:1] == ["worker"]:
         from conformance.classroom.command import main_worker
 
@@ -280,6 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if options.watch:
         return _watch(argv, options)
+    started = provenance.now()
     learner = options.view == "learner"
     if learner:
         print("\n".join(view.header(dict(options.decided, profile=options.profile), options.lang)), flush=True)
@@ -324,6 +334,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         junit_text = junit.read_text(encoding="utf-8") if options.junit and junit.exists() else None
     data = rounds[-1]
     data["score"] = platforms.score(data, options.lab)
+    data["provenance"] = _provenance(options, data, started)
     if options.repeat > 1:
         changed = report.varied(rounds)
         for line in report.varied_lines(changed, options.repeat):
@@ -369,6 +380,21 @@ def _watch(argv: Sequence[str], options: argparse.Namespace) -> int:
     if not options.reference and "--runner" not in again and not any(a.startswith("--runner=") for a in again):
         again += ["--runner", options.runner]  # the lab's file, as this grading chose it
     return watch.run(again, Path(options.decided["runner"]), options.lang)
+
+
+def _provenance(options: argparse.Namespace, data: Mapping, started: str) -> Dict:
+    """What produced this grading (provenance.py), for the JSON report and a replay."""
+    decided = options.decided
+    python = decided["python"]
+    return provenance.record(
+        dict(decided, python_version=provenance.python_version(python)),
+        Path(decided["runner"]).read_bytes(),
+        options.config_text,
+        {"lang": options.lang, "clauses": list(options.clause), "keyword": options.keyword},
+        started,
+        data.get("timing", {}).get("played_again", 0),
+        available_cpus(),
+    )
 
 
 def grade_once(options: argparse.Namespace, json_path: Path) -> Tuple[int, Optional[Dict]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conformance import sandbox
+from conformance import provenance, sandbox
 from conformance.classroom import grading
 from conformance.classroom.batch import Batch
 from conformance.classroom.command import main_class
@@ -118,7 +118,7 @@ def test_only_what_changed_is_graded_again(tmp_path):
     batch, jobs = _batch(tmp_path)
     assert [job.student for job in jobs] == ["alice", "bob"]
     assert batch.records["carol"]["status"] == "error"  # settled without a grading
-    graded = {"status": "graded", "report": None, "suite": grading.suite_fingerprint(), "seconds": 1}
+    graded = {"status": "graded", "report": None, "suite": provenance.suite_fingerprint(), "seconds": 1}
     for job in jobs:
         batch.store.save(job.student, job.submission, job.key, graded)
     batch, jobs = _batch(tmp_path)
@@ -145,7 +145,7 @@ def test_a_grading_left_not_judged_by_a_busy_machine_is_graded_again_alone(tmp_p
     write(tmp_path / "subs" / "bob.py", "broke the suite")
     write(tmp_path / "subs" / "carol.py", "fine")
     batch, jobs = _batch(tmp_path)
-    suite = grading.suite_fingerprint()
+    suite = provenance.suite_fingerprint()
     first = {
         "alice": {"status": "error", "report": _report("passed", "error", not_judged=True), "suite": suite},
         "bob": {"status": "error", "report": _report("passed", "error"), "suite": suite},

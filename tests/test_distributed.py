@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
-from conformance import config
-from conformance.classroom import distributed, grading, signing
+from conformance import config, provenance
+from conformance.classroom import distributed, signing
 from tests.grading import REFERENCE, class_command, class_rows
 from tests.test_class import write
 from tests.zoo.mutants import build, by_name
@@ -194,7 +194,7 @@ def forge(redis_url, task_id, args) -> None:
     import redis
 
     outcome = {"status": "error", "message": FORGED, "report": None, "output": "", "seconds": 0}
-    outcome["suite"] = grading.suite_fingerprint()  # the public source is all it takes
+    outcome["suite"] = provenance.suite_fingerprint()  # the public source is all it takes
     attacker(redis_url).backend.store_result(task_id, outcome, "SUCCESS")
     try:
         batch = json.loads(json.loads(args[0])["text"])["batch"]

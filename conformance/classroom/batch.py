@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from conformance import provenance
 from conformance.classroom import grading, report_html
 from conformance.classroom.discover import Submission
 from conformance.classroom.queue import Done, Job, Settings
@@ -31,7 +32,7 @@ class Batch:
 
     def plan(self, force: bool) -> List[Job]:
         """The jobs to run; records still valid, and unusable submissions, are settled here."""
-        suite = grading.suite_fingerprint()
+        suite = provenance.suite_fingerprint()
         jobs = []
         for submission in self.submissions:
             shown = self._shown(submission)
@@ -77,7 +78,7 @@ class Batch:
 
     def _record(self, job: Job, outcome: Dict) -> Dict:
         """Keep a finished grading's outcome: the student's files, and grades.csv now and then."""
-        if outcome.get("suite") != grading.suite_fingerprint():
+        if outcome.get("suite") != provenance.suite_fingerprint():
             # A worker with another suite would make this class's grades incomparable.
             outcome = dict(
                 outcome,

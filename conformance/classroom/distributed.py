@@ -35,6 +35,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from conformance import provenance
 from conformance.classroom import grading, signing
 from conformance.classroom.queue import Done, Job, Settings
 from conformance.clauses import LANGUAGES
@@ -171,7 +172,7 @@ def _outcome(outcome: Any) -> Dict:
 
 def _not_graded(message: str) -> Dict:
     # A grading that never ran is no fault of the submission: error, graded again on the next run.
-    return dict(status=grading.ERROR, message=message, report=None, seconds=0, suite=grading.suite_fingerprint())
+    return dict(status=grading.ERROR, message=message, report=None, seconds=0, suite=provenance.suite_fingerprint())
 
 
 def work(broker: str, key: bytes, pythons: Sequence[str], parallel: int) -> int:

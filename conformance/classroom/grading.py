@@ -5,8 +5,6 @@ batch, and it is the same call on this machine and on a Celery worker: runner te
 configuration text in, a plain dict out (nothing refers to a file of the caller's machine).
 """
 
-import functools
-import hashlib
 import json
 import os
 import signal
@@ -18,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from conformance import processes
+from conformance import processes, provenance
 
 GRADED, ERROR, TIMEOUT = "graded", "error", "timeout"
 STATUSES = (GRADED, ERROR, TIMEOUT)
@@ -29,27 +27,6 @@ DEFAULT_TIMEOUT_S = 600
 OUTPUT_LIMIT = 256 * 1024
 # After SIGTERM the suite puts the lab back and reaps its processes; this is how long it may take.
 STOP_GRACE_S = 15
-
-_PACKAGE = Path(__file__).resolve().parents[1]
-
-
-@functools.lru_cache(maxsize=None)
-def suite_fingerprint() -> str:
-    """Which suite grades: a hash of its files, so a changed check regrades everyone on resume.
-
-    The class tools themselves (this folder) are left out: a better class report is no reason to
-    grade a class again.
-    """
-    digest = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*")):
-        inside = path.relative_to(_PACKAGE)
-        if path.suffix in (".py", ".toml", ".sh") and not {"__pycache__", "classroom"} & set(inside.parts):
-            digest.update(str(inside).encode() + b"\0" + path.read_bytes() + b"\0")
-    from conformance.sandbox import FIXTURES  # not inside the package in an editable install
-
-    for fixture in sorted(FIXTURES.glob("*.sh")):
-        digest.update(fixture.name.encode() + b"\0" + fixture.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 def grade(
@@ -109,7 +86,7 @@ def grade(
         "report": None,
         "output": shown,
         "seconds": round(time.monotonic() - started, 1),
-        "suite": suite_fingerprint(),
+        "suite": provenance.suite_fingerprint(),
     }
     if ended == CANCELLED:
         return dict(result, status=CANCELLED, message="the batch was stopped")

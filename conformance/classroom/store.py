@@ -96,6 +96,7 @@ class Store:
             record["score"] = suite_report["score"]["points"]
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
+            record["provenance"] = suite_report.get("provenance")  # what produced this grade
             tests = suite_report["tests"]
             uncompiled = verdicts.compile_failure(tests)
             why = uncompiled["blocked_because"] if uncompiled else verdicts.summary(verdicts.of_tests(tests))

@@ -1,0 +1,121 @@
+"""A record behind every grade (provenance), and `pyops-conformance replay` that grades it again."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conformance import provenance
+from conformance.config import DEFAULT_FILE
+from tests.grading import REFERENCE, class_command, grade
+from tests.zoo.mutants import MUTANTS, build
+
+WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-code-squashed-to-1")  # breaks S1.3
+
+
+def replay(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "conformance", "replay", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def graded_beside(folder, source, *options):
+    """`source` graded as folder/runner.py, its report written beside it as results.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    runner = folder / "runner.py"
+    runner.write_bytes(source.read_bytes())
+    graded = grade(folder, runner, *options, workers=4)
+    (folder / "results.json").write_text(json.dumps(graded.report))
+    return graded
+
+
+def test_a_grading_records_what_produced_it(tmp_path):
+    graded = graded_beside(tmp_path / "r", REFERENCE, "--clause", "S1.3")
+    kept = graded.report["provenance"]
+    assert kept["runner"] == {"sha256": provenance.sha256(REFERENCE.read_bytes()), "size": REFERENCE.stat().st_size}
+    assert kept["suite"]["sha256"] == provenance.suite_fingerprint()
+    assert kept["configuration"] == {
+        "sha256": provenance.sha256(DEFAULT_FILE.read_bytes()),
+        "text": DEFAULT_FILE.read_text(encoding="utf-8"),
+    }
+    assert kept["selection"] == {"lang": "en", "clauses": ["S1.3"], "keyword": None}
+    assert kept["interpreter"]["version"].startswith("3.") and kept["isolation"] == graded.report["isolation"]
+    assert kept["started"] <= kept["ended"] and kept["machine"]["cpus"] > 0
+    # Nothing of the grader's own folders: the runner is named by its contents.
+    assert str(tmp_path) not in json.dumps(kept)
+
+
+@pytest.mark.parametrize("source", ["reference", "wrong"])
+def test_a_replay_of_a_report_beside_its_runner_finds_the_same_verdicts(tmp_path, source):
+    runner = REFERENCE if source == "reference" else build(WRONG, tmp_path / "wrong")
+    graded_beside(tmp_path / "r", runner, "--clause", "S1")
+    replayed = replay(tmp_path / "r" / "results.json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.strip().endswith("same verdicts (3 clauses, 34 checks)"), replayed.stdout
+
+
+def test_a_replay_refuses_a_runner_that_is_not_the_recorded_one(tmp_path):
+    graded_beside(tmp_path / "r", REFERENCE, "--clause", "S1.3")
+    (tmp_path / "r" / "runner.py").write_text(REFERENCE.read_text() + "\n# changed after grading\n")
+    replayed = replay(tmp_path / "r")
+    assert replayed.returncode == 2 and replayed.stderr.count("\n") == 1, replayed.stderr
+    assert "is not the recorded runner" in replayed.stderr
+    (tmp_path / "r" / "runner.py").unlink()
+    replayed = replay(tmp_path / "r")
+    assert replayed.returncode == 2 and "the recorded runner is missing" in replayed.stderr, replayed.stderr
+
+
+def test_a_replay_of_something_that_is_no_record_says_so_in_one_line(tmp_path):
+    (tmp_path / "results.json").write_text('{"tests": []}')
+    for record in (tmp_path / "results.json", tmp_path / "nowhere"):
+        replayed = replay(record)
+        assert replayed.returncode == 2 and replayed.stderr.count("\n") == 1, replayed.stderr
+        assert "Traceback" not in replayed.stderr
+
+
+@pytest.mark.classroom
+@pytest.mark.slow(60)
+def test_a_class_folder_replays_the_same_and_a_changed_configuration_differs(tmp_path, open_tmpdir):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for student, runner in (("alice", REFERENCE), ("bob", build(WRONG, tmp_path / "wrong"))):
+        (subs / student).mkdir(parents=True)
+        shutil.copy(str(runner), str(subs / student / "runner.py"))
+    done = subprocess.run(class_command(str(subs), "--out", str(out)), capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    for student in ("alice", "bob"):
+        record = json.loads((out / student / "grading.json").read_text())
+        assert record["provenance"]["runner"]["sha256"] == provenance.sha256(
+            (subs / student / "runner.py").read_bytes()
+        )
+        replayed = replay(out / student)
+        assert replayed.returncode == 0 and "same verdicts (28 clauses" in replayed.stdout, replayed.stdout
+    # The lab author changes the configuration: the extended profile judges clauses the record has not.
+    changed = tmp_path / "lab.toml"
+    changed.write_text(DEFAULT_FILE.read_text(encoding="utf-8").replace('profile = "core"', 'profile = "extended"'))
+    assert changed.read_text() != DEFAULT_FILE.read_text(encoding="utf-8")
+    replayed = replay(out / "bob", "--config", changed)
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert replayed.stdout.startswith("the configuration differs from the record's"), replayed.stdout
+    assert "clause X1: absent -> " in replayed.stdout, replayed.stdout
+
+
+def test_a_replay_never_runs_an_interpreter_the_record_names(tmp_path):
+    # A results.json may come from a learner: a record naming a "python" of its own would otherwise
+    # be run by the grader (as root) to ask its version, and then run the runner.
+    graded_beside(tmp_path / "r", REFERENCE, "--clause", "S1.3")
+    ran = tmp_path / "it-ran"
+    fake = tmp_path / "python3"
+    fake.write_text('#!/bin/sh\ntouch %s\nexec %s "$@"\n' % (ran, sys.executable))
+    fake.chmod(0o755)
+    report = json.loads((tmp_path / "r" / "results.json").read_text())
+    report["provenance"]["interpreter"]["path"] = str(fake)
+    (tmp_path / "r" / "results.json").write_text(json.dumps(report))
+    replayed = replay(tmp_path / "r")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert not ran.exists(), "the replay ran the interpreter the record named"
+    assert "recorded with %s" % fake in replayed.stdout, replayed.stdout
