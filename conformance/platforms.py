@@ -52,12 +52,15 @@ def gradescope(report: Mapping, config: LabConfig) -> Dict:
             }
         )
     total = _total(clauses)
-    return {
+    made = {
         "score": total["points"],
         "max_score": total["max_points"],
         "output": _overview(report, lang),
         "tests": tests,
     }
+    if report.get("provenance"):  # Gradescope stores extra_data with the submission, unshown
+        made["extra_data"] = {"provenance": report["provenance"]}
+    return made
 
 
 def gradescope_failure(name: str, reason: str, config: LabConfig) -> Dict:

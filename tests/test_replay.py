@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from conformance import provenance
-from conformance.config import DEFAULT_FILE
+from conformance import platforms, provenance
+from conformance.config import DEFAULT_FILE, load
 from tests.grading import REFERENCE, class_command, grade
 from tests.zoo.mutants import MUTANTS, build
 
@@ -48,6 +48,8 @@ def test_a_grading_records_what_produced_it(tmp_path):
     assert kept["started"] <= kept["ended"] and kept["machine"]["cpus"] > 0
     # Nothing of the grader's own folders: the runner is named by its contents.
     assert str(tmp_path) not in json.dumps(kept)
+    # Gradescope keeps it with the submission (extra_data is stored, never shown).
+    assert platforms.gradescope(graded.report, load())["extra_data"] == {"provenance": kept}
 
 
 @pytest.mark.parametrize("source", ["reference", "wrong"])
