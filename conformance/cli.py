@@ -289,7 +289,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if options.watch:
         return _watch(argv, options)
-    started = provenance.now()
+    # Read before grading: what a grading's record names is the file as it was graded, even if it is
+    # saved again meanwhile.
+    started, runner_bytes = provenance.now(), Path(options.decided["runner"]).read_bytes()
     learner = options.view == "learner"
     if learner:
         print("\n".join(view.header(dict(options.decided, profile=options.profile), options.lang)), flush=True)
@@ -334,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         junit_text = junit.read_text(encoding="utf-8") if options.junit and junit.exists() else None
     data = rounds[-1]
     data["score"] = platforms.score(data, options.lab)
-    data["provenance"] = _provenance(options, data, started)
+    data["provenance"] = _provenance(options, data, started, runner_bytes)
     if options.repeat > 1:
         changed = report.varied(rounds)
         for line in report.varied_lines(changed, options.repeat):
@@ -382,13 +384,13 @@ def _watch(argv: Sequence[str], options: argparse.Namespace) -> int:
     return watch.run(again, Path(options.decided["runner"]), options.lang)
 
 
-def _provenance(options: argparse.Namespace, data: Mapping, started: str) -> Dict:
+def _provenance(options: argparse.Namespace, data: Mapping, started: str, runner_bytes: bytes) -> Dict:
     """What produced this grading (provenance.py), for the JSON report and a replay."""
     decided = options.decided
     python = decided["python"]
     return provenance.record(
         dict(decided, python_version=provenance.python_version(python)),
-        Path(decided["runner"]).read_bytes(),
+        runner_bytes,
         options.config_text,
         {"lang": options.lang, "clauses": list(options.clause), "keyword": options.keyword},
         started,

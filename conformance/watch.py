@@ -4,7 +4,7 @@ Each grading is a process of its own (`python -m conformance` with the same opti
 starts from a clean interpreter every time and its progress line shows as the steps finish. After
 each one, a line says which clauses started or stopped passing since the one before. Ctrl-C ends
 the grading under way the way it always ends (its runners reaped, its labs removed), then the
-watch.
+watch; so does SIGTERM.
 """
 
 import json
@@ -15,6 +15,8 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+from conformance.usage import EXIT_ERROR
 
 # Editors save by writing a new file and renaming it over the old one: the folder is watched,
 # and changes to the runner's name (a rename onto it included) start a grading.
@@ -73,8 +75,9 @@ def run(grading_argv: Sequence[str], runner: Path, lang: str) -> int:
         import watchfiles
     except ImportError:
         print("pyops-conformance: error: %s" % WORDS[lang]["missing"], file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     words = WORDS[lang]
+    signal.signal(signal.SIGTERM, _as_interrupt)  # `kill` ends the watch as Ctrl-C does
     saved, stop = threading.Event(), threading.Event()
 
     def watching() -> None:
@@ -104,6 +107,10 @@ def run(grading_argv: Sequence[str], runner: Path, lang: str) -> int:
     finally:
         stop.set()
     return 0
+
+
+def _as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _grade(argv: List[str], report: Path) -> Optional[Dict[str, str]]:

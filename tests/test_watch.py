@@ -139,6 +139,18 @@ def test_ctrl_c_during_a_grading_ends_it_cleanly(tmp_path, wrong_runner):
     assert not any(lab.exists() for lab in labs), "labs of the interrupted grading left"
 
 
+def test_sigterm_ends_the_watch_as_ctrl_c_does(tmp_path, wrong_runner):
+    watching = Watching(tmp_path, wrong_runner, "--clause", "S1.3")
+    try:
+        watching.wait_for("watching ")
+        watching.process.send_signal(signal.SIGTERM)
+        assert watching.wait_for("stopped watching")
+        assert watching.process.wait(30) == 0
+    finally:
+        watching.stop()
+    assert not of_session(watching.session)
+
+
 def test_watch_refuses_report_files_in_one_line(tmp_path, wrong_runner):
     done = subprocess.run(
         [sys.executable, "-m", "conformance", "--watch", "--runner", str(wrong_runner), "--json", "r.json"],
