@@ -26,11 +26,13 @@ IMAGE_BUILD_FILE = Path("/opt/pyops-lab/image-build")
 def suite_fingerprint() -> str:
     """Which suite grades: a hash of its files and the fixtures it runs, so that a changed check
     is a changed suite. The class tools themselves (classroom/) are left out: a better class
-    report is no reason to grade a class again."""
+    report is no reason to grade a class again. The same wherever the suite lives: installed, its
+    fixtures are a folder of the package, in a checkout they are beside it (both are hashed once,
+    from where the suite runs them)."""
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*")):
         inside = path.relative_to(_PACKAGE)
-        if path.suffix in (".py", ".toml", ".sh") and not {"__pycache__", "classroom"} & set(inside.parts):
+        if path.suffix in (".py", ".toml", ".sh") and not {"__pycache__", "classroom", "fixtures"} & set(inside.parts):
             digest.update(str(inside).encode() + b"\0" + path.read_bytes() + b"\0")
     from conformance.sandbox import FIXTURES  # not inside the package in an editable install
 
