@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
-from conformance import config, view
-from conformance.classroom import credentials, grading
+from conformance import config, report, view
+from conformance.classroom import credentials, generations, grading
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings, run_local
-from conformance.classroom.store import NotAClassFolder, Store
+from conformance.classroom.store import MARK, NotAClassFolder, Store
 from conformance.clauses import LANGUAGES
 from conformance.usage import EXIT_ERROR, Parser, UsageError
 
@@ -50,7 +50,10 @@ def default_parallel() -> int:
 def class_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pyops-conformance class", description="Grade a folder of submissions, one per student.")
     parser.add_argument(
-        "submissions", metavar="SUBMISSIONS", help="one folder with a runner.py, or one STUDENT.py, per student"
+        "submissions",
+        metavar="SUBMISSIONS",
+        nargs="?",
+        help="one folder with a runner.py, or one STUDENT.py, per student (not with --rollback)",
     )
     parser.add_argument(
         "--out", required=True, metavar="DIR", help="the class folder: reports, grades.csv, report.html"
@@ -68,6 +71,15 @@ def class_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--force", action="store_true", help="grade again even what is unchanged since its last grading"
+    )
+    review = parser.add_mutually_exclusive_group()
+    review.add_argument(
+        "--approve",
+        action="store_true",
+        help="publish the regraded generation (after the suite or configuration changed, once regrade.html is read)",
+    )
+    review.add_argument(
+        "--rollback", action="store_true", help="publish again the generation published before the last one"
     )
     _broker_arguments(
         parser,
@@ -91,10 +103,15 @@ def class_parser() -> argparse.ArgumentParser:
 def main_class(argv: Sequence[str]) -> int:
     try:
         options = class_parser().parse_args(list(argv))
+        if options.rollback:
+            return _rollback(Path(options.out))
+        if options.submissions is None:
+            raise UsageError("SUBMISSIONS is needed (all but --rollback grade a folder of submissions)")
         settings, store, submissions, parallel, broker = _prepare(options)
-    except (UsageError, NotASubmissionsFolder, NotAClassFolder) as error:
+    except (UsageError, NotASubmissionsFolder, NotAClassFolder, generations.NothingToRollBack) as error:
         print("pyops-conformance class: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
+    kept = generations.Generations(Path(options.out))
     from conformance.classroom.batch import Batch, Progress
 
     batch = Batch(submissions, store, settings, Path(options.submissions).resolve())
@@ -118,9 +135,12 @@ def main_class(argv: Sequence[str]) -> int:
     # a session of their own, so dying at once would leave them running with no one to wait.
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop_on_signal)
+    publish = options.approve or kept.published in (None, store.generation)
     try:
         batch.run(jobs, queue, progress)
     except KeyboardInterrupt:
+        if publish:
+            kept.publish(store.generation)
         progress.close()
         print(
             "stopped: %d of %d graded this time are kept in %s; run the same command to go on"
@@ -131,11 +151,40 @@ def main_class(argv: Sequence[str]) -> int:
     progress.close()
     statuses = [record["status"] for record in batch.records.values()]
     not_graded = sum(status != grading.GRADED for status in statuses)
+    out = Path(options.out)
+    if not publish:
+        return _review(kept, store.generation, len(statuses), options)
+    kept.publish(store.generation)
     print(
-        "%d graded, %d not graded (error or timeout): %s, %s"
-        % (len(statuses) - not_graded, not_graded, store.folder / "grades.csv", store.folder / "report.html")
+        "%d graded, %d not graded (error or timeout): %s, %s (generation %d)"
+        % (len(statuses) - not_graded, not_graded, out / "grades.csv", out / "report.html", store.generation)
     )
     return EXIT_SOME_NOT_GRADED if not_graded else EXIT_ALL_GRADED
+
+
+def _review(kept: "generations.Generations", number: int, students: int, options: argparse.Namespace) -> int:
+    """A regrade under a changed suite or configuration: say what it would change, publish nothing."""
+    from conformance.classroom import report_html
+
+    published = kept.published or number
+    changed = generations.changes(kept.folder_of(published), kept.folder_of(number))
+    out = Path(options.out)
+    report.write_atomically(out / "regrade.csv", generations.regrade_csv(changed))
+    report.write_atomically(out / "regrade.html", report_html.render_regrade(changed, students, published, number))
+    print(
+        "%d of %d submissions change: review %s, then class %s --out %s --approve (generation %d, unpublished; "
+        "generation %d stays published)"
+        % (len(changed), students, out / "regrade.html", options.submissions, options.out, number, published)
+    )
+    return EXIT_ALL_GRADED
+
+
+def _rollback(out: Path) -> int:
+    if not (out / MARK).exists():
+        raise UsageError("--out %s: not a class folder" % out)
+    number = generations.Generations(out).rollback()
+    print("generation %d is published again: %s" % (number, out / "grades.csv"))
+    return EXIT_ALL_GRADED
 
 
 def _stop_on_signal(signum, frame):  # type: ignore[no-untyped-def]
@@ -176,10 +225,13 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
             # Without private labs every grading uses the real lab paths: one at a time.
             print("one submission at a time: no private labs here (%s)" % why_not, file=sys.stderr)
             parallel = 1
-    store = Store(Path(options.out), lab)
-    store.open()
+    Store(Path(options.out), lab).open()  # the class folder itself: made here, or one this tool made
     lang = view.language(options.lang or lab.lang)
     settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
+    kept = generations.Generations(Path(options.out))
+    number, _published = kept.choose(generations.identity(config_text, options.python, lang))
+    store = Store(kept.folder_of(number), lab, number)
+    store.open()
     return settings, store, submissions, parallel, broker
 
 

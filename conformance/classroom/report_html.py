@@ -97,6 +97,10 @@ def render(students: Sequence[Mapping], title: str = "pyops lab: class report") 
         _heat_map(roster, clauses),
         _frequent_failures(students, clauses),
     ]
+    return _document(title, sections)
+
+
+def _document(title: str, sections: Sequence[str]) -> str:
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -113,9 +117,54 @@ def render(students: Sequence[Mapping], title: str = "pyops lab: class report") 
             "<body>",
             "<main>",
         ]
-        + sections
+        + list(sections)
         + ["</main>", "</body>", "</html>", ""]
     )
+
+
+def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int) -> str:
+    """regrade.html: what publishing generation `new` over `old` would change, per clause (how
+    many students' verdicts move which way) and per student (each changed clause, both messages)."""
+    moves: Dict[str, Dict[str, int]] = {}
+    for entry in changed:
+        for change in entry["clauses"]:
+            way = "%s -> %s" % (change["old"], change["new"])
+            moves.setdefault(change["clause"], {}).setdefault(way, 0)
+            moves[change["clause"]][way] += 1
+    title = "pyops lab: regrade, generation %d against published %d" % (new, old)
+    summary = (
+        '<header><h1>%s</h1><p class="sub" data-changed="%d" data-students="%d">%d of %d submissions change. '
+        "Nothing is published until you approve (class ... --approve).</p></header>"
+        % (_e(title), len(changed), students, len(changed), students)
+    )
+    rows = "".join(
+        '<tr data-clause="%s"><th>%s</th><td>%s</td></tr>'
+        % (_e(clause), _e(clause), _e(", ".join("%s: %d" % (way, count) for way, count in sorted(ways.items()))))
+        for clause, ways in sorted(moves.items())
+    )
+    by_clause = (
+        '<section id="by-clause"><h2>By clause</h2><table><tr><th>clause</th><th>students, by change</th></tr>'
+        "%s</table></section>" % rows
+    )
+    people = []
+    for entry in changed:
+        items = "".join(
+            "<li><b>%s</b> %s &rarr; %s<pre>was: %s</pre><pre>now: %s</pre></li>"
+            % (
+                _e(change["clause"]),
+                _e(change["old"]),
+                _e(change["new"]),
+                _e(change["old_message"] or "-"),
+                _e(change["new_message"] or "-"),
+            )
+            for change in entry["clauses"]
+        )
+        people.append(
+            '<article data-student="%s"><h3>%s: %s &rarr; %s</h3><ul>%s</ul></article>'
+            % (_e(entry["student"]), _e(entry["student"]), _e(entry["old_score"]), _e(entry["new_score"]), items)
+        )
+    by_student = '<section id="by-student"><h2>By student</h2>%s</section>' % "".join(people)
+    return _document(title, [summary, by_clause, by_student])
 
 
 # --- the data, read once the same way by every section ---------------------------------------------

@@ -23,7 +23,7 @@ MARK = ".pyops-class"
 # A record of these stays valid while its key does; an error is tried again (it is often the
 # machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.
 FINAL = (GRADED, TIMEOUT)
-CSV_COLUMNS = ["student", "score", "max_score", "status"]
+CSV_COLUMNS = ["student", "score", "max_score", "status", "generation"]
 
 
 class NotAClassFolder(Exception):
@@ -39,9 +39,10 @@ def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, pytho
 
 
 class Store:
-    def __init__(self, folder: Path, config: LabConfig) -> None:
+    def __init__(self, folder: Path, config: LabConfig, generation: int = 1) -> None:
         self.folder = folder
         self.config = config
+        self.generation = generation  # which of the class folder's generations (generations.py)
 
     def open(self) -> None:
         """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
@@ -129,6 +130,7 @@ class Store:
             graded = record["status"] == GRADED
             row = [_safe_cell(record["student"]), _number(record["score"]) if graded else 0]
             row += [_number(record["max_score"] if graded else self.config.most_points()), record["status"]]
+            row.append(self.generation)
             row += [_number(record["steps"].get(step, {}).get("points", 0)) if graded else "" for step in steps]
             writer.writerow(row + [_safe_cell(record.get("message", ""))])
         report.write_atomically(self.folder / "grades.csv", text.getvalue())
