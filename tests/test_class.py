@@ -97,10 +97,10 @@ def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
     hostile["message"] = "-1+1 no runner.py"
     store.write_grades([hostile, graded], ["S1", "S2"])
     lines = (tmp_path / "out" / "grades.csv").read_text().splitlines()
-    assert lines[0] == "student,score,max_score,status,S1 (3 pts),S2 (4 pts),message"
+    assert lines[0] == "student,score,max_score,status,generation,S1 (3 pts),S2 (4 pts),message"
     # The lab's max score on every row, the points to two decimals at most.
-    assert lines[1] == "'=cmd(),0,28,error,,,'-1+1 no runner.py"
-    assert lines[2] == "alice,26.5,28,graded,3,2.5,"
+    assert lines[1] == "'=cmd(),0,28,error,1,,,'-1+1 no runner.py"
+    assert lines[2] == "alice,26.5,28,graded,1,3,2.5,"
 
 
 def _batch(tmp_path, force=False):
