@@ -23,10 +23,15 @@ PASSED, FAILED, BLOCKED, ERROR, SKIPPED = "passed", "failed", "blocked", "error"
 _ORDER = {clause: index for index, clause in enumerate(CLAUSES)}
 
 
+def clause_order(clause: str) -> int:
+    """Where `clause` stands in the lab's list (an unknown one last)."""
+    return _ORDER.get(clause, len(_ORDER))
+
+
 def lab_order(tests: Sequence[Mapping]) -> List[Mapping]:
     """`tests` in the lab's order: by clause as the lab lists them, then by id (stable run to run,
     whatever order the checks finished in)."""
-    return sorted(tests, key=lambda test: (_ORDER.get(test.get("clause") or "", len(_ORDER)), test["id"]))
+    return sorted(tests, key=lambda test: (clause_order(test.get("clause") or ""), test["id"]))
 
 
 def _failed_here(test: Mapping, clause: str) -> bool:

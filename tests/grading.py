@@ -68,6 +68,14 @@ def grade(
     return Grading(done.returncode, done.stdout, done.stderr, data)
 
 
+def submissions(folder: Path, runners: Dict[str, Path]) -> Path:
+    """A class's SUBMISSIONS folder: STUDENT/runner.py, a copy of each runner, per student."""
+    for student, runner in runners.items():
+        (folder / student).mkdir(parents=True)
+        (folder / student / "runner.py").write_bytes(runner.read_bytes())
+    return folder
+
+
 def class_command(*args: str) -> List[str]:
     """`python -m conformance class ARGS`: a whole class graded (conformance/classroom)."""
     return [sys.executable, "-m", "conformance", "class", *args]

@@ -1,13 +1,12 @@
 """A class regraded under a changed configuration: a reviewed change, approved or rolled back."""
 
 import csv
-import shutil
 import subprocess
 
 import pytest
 
 from conformance.config import DEFAULT_FILE
-from tests.grading import REFERENCE, class_command
+from tests.grading import REFERENCE, class_command, submissions
 from tests.test_class_report import chromium, headless
 from tests.zoo.mutants import MUTANTS, build
 
@@ -27,10 +26,8 @@ def run_class(*args):
 @pytest.mark.classroom
 @pytest.mark.slow(120)
 def test_a_changed_configuration_is_regraded_reviewed_approved_and_rolled_back(tmp_path, open_tmpdir):
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    for student, runner in (("alice", REFERENCE), ("bob", build(WRONG, tmp_path / "wrong"))):
-        (subs / student).mkdir(parents=True)
-        shutil.copy(str(runner), str(subs / student / "runner.py"))
+    subs = submissions(tmp_path / "subs", {"alice": REFERENCE, "bob": build(WRONG, tmp_path / "wrong")})
+    out = tmp_path / "out"
     (subs / "carol").mkdir()  # nothing submitted: an error in every generation, so never a change
     first = run_class(subs, "--out", out)
     assert first.returncode == 1, first.stdout + first.stderr  # carol could not be graded

@@ -1,7 +1,6 @@
 """A record behind every grade (provenance), and `pyops-conformance replay` that grades it again."""
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ import pytest
 
 from conformance import platforms, provenance
 from conformance.config import DEFAULT_FILE, load
-from tests.grading import REFERENCE, class_command, grade
+from tests.grading import REFERENCE, class_command, grade, submissions
 from tests.zoo.mutants import MUTANTS, build
 
 WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-code-squashed-to-1")  # breaks S1.3
@@ -83,10 +82,8 @@ def test_a_replay_of_something_that_is_no_record_says_so_in_one_line(tmp_path):
 @pytest.mark.classroom
 @pytest.mark.slow(60)
 def test_a_class_folder_replays_the_same_and_a_changed_configuration_differs(tmp_path, open_tmpdir):
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    for student, runner in (("alice", REFERENCE), ("bob", build(WRONG, tmp_path / "wrong"))):
-        (subs / student).mkdir(parents=True)
-        shutil.copy(str(runner), str(subs / student / "runner.py"))
+    subs = submissions(tmp_path / "subs", {"alice": REFERENCE, "bob": build(WRONG, tmp_path / "wrong")})
+    out = tmp_path / "out"
     done = subprocess.run(class_command(str(subs), "--out", str(out)), capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     for student in ("alice", "bob"):

@@ -67,6 +67,12 @@ class Watching:
                 return line
         raise AssertionError("no line starting %r within %ds:\n%s" % (start, timeout, "\n".join(self.seen)))
 
+    def ends_on(self, signum):
+        """`signum` to the watch alone ends it cleanly: its last words, then exit 0."""
+        self.process.send_signal(signum)
+        assert self.wait_for("stopped watching")
+        assert self.process.wait(30) == 0
+
     def stop(self):
         if self.process.poll() is None:
             self.process.kill()
@@ -106,9 +112,7 @@ def test_each_save_is_graded_again_and_says_what_changed(tmp_path, wrong_runner)
         watching.wait_for("watching ")
         # Each grading is shown as usual: the failed clause with its cause, then the step table.
         assert sum(line.startswith("[S1.3] ") for line in watching.seen) == 2, "\n".join(watching.seen)
-        watching.process.send_signal(signal.SIGINT)
-        assert watching.wait_for("stopped watching")
-        assert watching.process.wait(30) == 0
+        watching.ends_on(signal.SIGINT)
     finally:
         watching.stop()
     assert not of_session(watching.session)
@@ -143,9 +147,7 @@ def test_sigterm_ends_the_watch_as_ctrl_c_does(tmp_path, wrong_runner):
     watching = Watching(tmp_path, wrong_runner, "--clause", "S1.3")
     try:
         watching.wait_for("watching ")
-        watching.process.send_signal(signal.SIGTERM)
-        assert watching.wait_for("stopped watching")
-        assert watching.process.wait(30) == 0
+        watching.ends_on(signal.SIGTERM)
     finally:
         watching.stop()
     assert not of_session(watching.session)

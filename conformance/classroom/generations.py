@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from conformance import provenance, report
+from conformance import provenance, report, verdicts
 
 FOLDER = "generations"
 STATE = "state.json"
@@ -192,7 +192,7 @@ def changes(old: Path, new: Path) -> List[Dict]:
         was, now = before.get(student, {}), after.get(student, {})
         clauses_was, clauses_now = clause_verdicts(old / student), clause_verdicts(new / student)
         clauses = []
-        for clause in sorted(set(clauses_was) | set(clauses_now), key=_clause_order):
+        for clause in sorted(set(clauses_was) | set(clauses_now), key=verdicts.clause_order):
             a, b = clauses_was.get(clause, {}), clauses_now.get(clause, {})
             if a.get("verdict") != b.get("verdict"):
                 clauses.append(
@@ -227,11 +227,6 @@ def _score(row: Mapping[str, str]) -> str:
     if row.get("status") != "graded":
         return row.get("status", "")
     return "%s/%s" % (row.get("score", ""), row.get("max_score", ""))
-
-
-def _clause_order(clause: str) -> Tuple[int, ...]:
-    kind, _, number = clause.partition(".")
-    return (0 if kind.startswith("S") else 1, int(kind[1:] or 0), int(number or 0))
 
 
 def regrade_csv(changed: List[Dict]) -> str:
