@@ -241,6 +241,17 @@ def test_the_header_counts_the_class_by_status_with_mean_and_median():
     assert figures["median score"] == "%.0f%%" % (100 * statistics.median(graded))
 
 
+def test_the_header_names_the_generation_and_what_graded_it():
+    suite, configuration = "ab" * 32, "cd" * 32
+    page = render(small_class(), generation={"number": 3, "suite": suite, "configuration": configuration})
+    assert 'data-generation="3"' in page
+    assert "<b>generation 3</b>" in page and suite[:12] in page and configuration[:12] in page
+    assert suite not in page, "a whole sha256 is for machines: the page shows what an eye compares"
+    adopted = render(small_class(), generation={"number": 1})  # graded before generations: unknown
+    assert "suite <code>unknown</code>" in adopted
+    assert 'id="generation"' not in render(small_class())
+
+
 def test_the_histogram_counts_students_per_band_and_the_ungraded_apart():
     students = small_class()
     page = Page(render(students))

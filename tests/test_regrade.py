@@ -37,6 +37,7 @@ def test_a_changed_configuration_is_regraded_reviewed_approved_and_rolled_back(t
         "bob": "1",
         "carol": "1",
     }
+    assert 'data-generation="1"' in (out / "report.html").read_text()
 
     # The lab author changes the configuration: the extended profile judges 14 more clauses.
     changed = tmp_path / "lab.toml"
@@ -62,10 +63,12 @@ def test_a_changed_configuration_is_regraded_reviewed_approved_and_rolled_back(t
     approved = rows(out / "grades.csv")
     assert approved["alice"]["generation"] == "2" and "X1" in (out / "alice" / "results.json").read_text()
     assert not (out / "regrade.csv").exists()
+    assert 'data-generation="2"' in (out / "report.html").read_text()
 
     back = run_class("--out", out, "--rollback")
     assert back.returncode == 0, back.stdout + back.stderr
     assert (out / "grades.csv").read_text() == published
+    assert 'data-generation="1"' in (out / "report.html").read_text()
     with open(str(out / "history.csv"), encoding="utf-8", newline="") as handle:
         history = list(csv.DictReader(handle))
     assert [(row["generation"], row["student"]) for row in history if row["student"] == "alice"] == [

@@ -98,7 +98,8 @@ class Batch:
 
     def write_report(self) -> None:
         students = [dict(record, tests=self.store.tests(name)) for name, record in sorted(self.records.items())]
-        self.store.write_page("report.html", report_html.render(students))
+        generation = dict(self.store.made_with, number=self.store.generation)
+        self.store.write_page("report.html", report_html.render(students, generation=generation))
 
     def _shown(self, submission: Submission) -> str:
         path = submission.path or (self.root / submission.student)

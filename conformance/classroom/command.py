@@ -229,8 +229,9 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
     lang = view.language(options.lang or lab.lang)
     settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
     kept = generations.Generations(Path(options.out))
-    number, _published = kept.choose(generations.identity(config_text, options.python, lang))
-    store = Store(kept.folder_of(number), lab, number)
+    made_with = generations.identity(config_text, options.python, lang)
+    number, _published = kept.choose(made_with)
+    store = Store(kept.folder_of(number), lab, number, made_with)
     store.open()
     return settings, store, submissions, parallel, broker
 

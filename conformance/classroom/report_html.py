@@ -86,12 +86,15 @@ ol.failures .who { color: #444; overflow-wrap: anywhere; }
 """
 
 
-def render(students: Sequence[Mapping], title: str = "pyops lab: class report") -> str:
-    """The whole report as one HTML document."""
+def render(
+    students: Sequence[Mapping], title: str = "pyops lab: class report", generation: Optional[Mapping] = None
+) -> str:
+    """The whole report as one HTML document; `generation` says which of the class folder's
+    generations it shows ({"number", "suite", "configuration"}, generations.py)."""
     clauses = _clauses(students)
     roster = sorted(students, key=lambda student: (_name(student).casefold(), _name(student)))
     sections = [
-        _header(students, title),
+        _header(students, title, generation),
         _histogram(students),
         _pass_rates(students, clauses),
         _heat_map(roster, clauses),
@@ -258,8 +261,9 @@ NO_GRADED = '<p class="empty">no graded submissions</p>'
 # --- the sections ------------------------------------------------------------------------------------
 
 
-def _header(students: Sequence[Mapping], title: str) -> str:
-    """The title, then the class in numbers: its size, how many ended in each status, mean and median."""
+def _header(students: Sequence[Mapping], title: str, generation: Optional[Mapping] = None) -> str:
+    """The title, which generation this is, then the class in numbers: its size, how many ended in
+    each status, mean and median."""
     fractions = [f for f in map(_fraction, _graded(students)) if f is not None]
     cards = [("students", str(len(students)))]
     cards += [(status, str(count)) for status, count in _statuses(students).items()]
@@ -276,13 +280,41 @@ def _header(students: Sequence[Mapping], title: str) -> str:
             _e(_number(statistics.mean(fractions) * most)),
             _e(_number(statistics.median(fractions) * most)),
         )
-    body = ['<header id="summary">', "<h1>%s</h1>" % _e(title), '<dl class="cards">']
+    body = ['<header id="summary">', "<h1>%s</h1>" % _e(title)]
+    if generation:
+        body.append(_generation(generation))
+    body.append('<dl class="cards">')
     for label, value in cards:
         body.append('<div class="card" data-card="%s"><dt>%s</dt><dd>%s</dd></div>' % (_e(label), _e(label), _e(value)))
     body.append("</dl>")
     body.append(points if fractions else NO_GRADED)
     body.append("</header>")
     return "\n".join(body)
+
+
+def _generation(generation: Mapping) -> str:
+    """Which generation of the class folder this page shows, what graded it, and what a generation
+    is: a teacher who finds two reports of one class can tell them apart, and a student's grade
+    can be traced to the suite and configuration that gave it."""
+    known = [
+        "<b>generation %s</b>" % _e(str(generation.get("number", "?"))),
+        "suite <code>%s</code>" % _e(_short(generation.get("suite"))),
+        "configuration <code>%s</code>" % _e(_short(generation.get("configuration"))),
+    ]
+    return (
+        '<p id="generation" data-generation="%s">%s. '
+        '<span class="muted">Each grading of this class with another suite or configuration is a new '
+        "generation, kept in <code>generations/</code>: it is published only once its "
+        "<code>regrade.html</code> is reviewed (<code>class ... --approve</code>), and "
+        "<code>--rollback</code> shows the one before again; <code>history.csv</code> keeps every "
+        "student's published grades.</span></p>" % (_e(str(generation.get("number", ""))), " · ".join(known))
+    )
+
+
+def _short(digest: object) -> str:
+    """A sha256 as people compare them by eye: its first 12 digits ("unknown" for a generation
+    adopted from a class folder graded before generations)."""
+    return str(digest)[:12] if digest else "unknown"
 
 
 def _histogram(students: Sequence[Mapping]) -> str:

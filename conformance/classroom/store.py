@@ -39,10 +39,13 @@ def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, pytho
 
 
 class Store:
-    def __init__(self, folder: Path, config: LabConfig, generation: int = 1) -> None:
+    def __init__(
+        self, folder: Path, config: LabConfig, generation: int = 1, made_with: Optional[Mapping] = None
+    ) -> None:
         self.folder = folder
         self.config = config
         self.generation = generation  # which of the class folder's generations (generations.py)
+        self.made_with = dict(made_with or {})  # what makes that generation: suite, configuration, ...
 
     def open(self) -> None:
         """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
