@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from conformance import provenance
+from conformance import labfiles, provenance
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
 
 REPORT = "results.json"
@@ -25,6 +25,8 @@ RUNNER = "runner.py"
 # A recorded report read back: the suite's own JSON, which a grader wrote, but kept where others
 # may have written beside it; never more than this is read.
 REPORT_LIMIT = 64 << 20
+# A runner whose record gives no size: a lab's runner.py is a few kilobytes.
+RUNNER_LIMIT = 16 << 20
 
 
 def main(argv: Sequence[str]) -> int:
@@ -48,32 +50,57 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_ERROR
 
 
-def locate(record: Path, named: Optional[str] = None) -> Tuple[Dict, Path]:
-    """The recorded report and its runner, checked to be the recorded file: `named`, else the
-    runner.py beside the report, else the one the report names (a class's submission, named
-    from the folder above the submissions: tried from here and from above the class folder)."""
+def locate(record: Path, named: Optional[str] = None) -> Tuple[Dict, bytes]:
+    """The recorded report and its runner's bytes, checked to be the recorded file: `named`, else
+    the runner.py beside the report, else the one the report names (a class's submission, named
+    from the folder above the submissions: tried from here and from above the class folder).
+
+    A record folder may be a learner's (a results.json beside a runner.py), and a report names its
+    runner: both are read as lab files are (labfiles.py), never through a link at their name, never
+    blocking on a FIFO, never more than a cap. The replay grades the bytes checked here, a copy, so
+    that nothing swapped in afterwards is graded."""
     report_file = record / REPORT if record.is_dir() else record
-    try:
-        with open(str(report_file), "rb") as handle:
-            recorded = json.loads(handle.read(REPORT_LIMIT).decode("utf-8"))
-    except (OSError, ValueError) as error:
-        why = getattr(error, "strerror", None) or error
-        raise UsageError("%s: no report to replay (%s)" % (report_file, why)) from None
+    recorded = _read_report(report_file)
     kept = recorded.get("provenance") if isinstance(recorded, dict) else None
-    if not isinstance(kept, dict) or "runner" not in kept:
+    if not isinstance(kept, dict) or not isinstance(kept.get("runner"), dict):
         raise UsageError("%s: no provenance recorded (graded by an older suite): grade it anew" % report_file)
+    if not isinstance(kept.get("configuration", {}).get("text"), str) or not isinstance(recorded.get("profile"), str):
+        raise UsageError("%s: its provenance has no configuration or profile to replay with" % report_file)
     named_in_report = Path(str(recorded.get("runner", "")))
     candidates = [Path(named)] if named else [report_file.parent / RUNNER, named_in_report]
     if not named and not named_in_report.is_absolute():
         candidates.append(report_file.resolve().parent.parent.parent / named_in_report)
-    found = [path for path in candidates if path.is_file()]
-    if not found:
+    wanted, size = kept["runner"].get("sha256"), kept["runner"].get("size")
+    # The recorded size is the cap: a larger file cannot be the recorded one, and is left unread.
+    limit = size if isinstance(size, int) and 0 <= size <= RUNNER_LIMIT else RUNNER_LIMIT
+    found = [(path, labfiles.read(path.parent, path.name, limit)) for path in candidates]
+    for _, read in found:
+        if read.data and provenance.sha256(read.data) == wanted:
+            return recorded, read.data
+    for path, read in found:
+        if read.refused and read.refused != "too_large":
+            raise UsageError(
+                "%s is %s: a replay reads only a regular file, the runner itself"
+                % (path, labfiles.what(read.refused, limit, labfiles.KINDS))
+            )
+    there = [path for path, read in found if read.exists]
+    if not there:
         raise UsageError("%s: the recorded runner is missing (looked for %s)" % (report_file, candidates[0]))
-    wanted = kept["runner"]["sha256"]
-    for path in found:
-        if provenance.sha256(path.read_bytes()) == wanted:
-            return recorded, path
-    raise UsageError("%s is not the recorded runner (its sha256 differs from the record's)" % found[0])
+    raise UsageError("%s is not the recorded runner (its sha256 differs from the record's)" % there[0])
+
+
+def _read_report(report_file: Path) -> Dict:
+    read = labfiles.read(report_file.parent, report_file.name, REPORT_LIMIT)
+    if not read.exists:
+        raise UsageError("%s: no report to replay (No such file or directory)" % report_file)
+    if read.refused:
+        why = labfiles.what(read.refused, REPORT_LIMIT, labfiles.KINDS)
+        raise UsageError("%s: no report to replay (it is %s)" % (report_file, why))
+    try:
+        recorded = json.loads(read.data.decode("utf-8"))
+    except ValueError as error:
+        raise UsageError("%s: no report to replay (%s)" % (report_file, error)) from None
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def _read_config(path: str) -> str:
@@ -86,19 +113,21 @@ def _read_config(path: str) -> str:
 
 def replay(
     recorded: Mapping,
-    runner: Path,
+    runner: bytes,
     workers: Optional[int],
     config_text: Optional[str] = None,
     python: Optional[str] = None,
 ) -> int:
-    """Grade `runner` as `recorded` was graded (with `config_text` instead of the recorded
-    configuration, if given) and print how the verdicts compare."""
+    """Grade the runner `runner` (its bytes) as `recorded` was graded (with `config_text` instead
+    of the recorded configuration, if given) and print how the verdicts compare."""
     kept = recorded["provenance"]
     with tempfile.TemporaryDirectory(prefix="pyops-replay-") as scratch:
+        runner_file = Path(scratch) / RUNNER
+        runner_file.write_bytes(runner)
         config_file = Path(scratch) / "lab.toml"
         config_file.write_text(kept["configuration"]["text"] if config_text is None else config_text, encoding="utf-8")
         report_file = Path(scratch) / REPORT
-        argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--config", str(config_file)]
+        argv = [sys.executable, "-m", "conformance", "--runner", str(runner_file), "--config", str(config_file)]
         argv += ["--json", str(report_file)]
         if config_text is None:  # the recorded profile; a new configuration brings its own
             argv += ["--profile", recorded["profile"]]

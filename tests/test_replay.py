@@ -1,6 +1,7 @@
 """A record behind every grade (provenance), and `pyops-conformance replay` that grades it again."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -73,7 +74,11 @@ def test_a_replay_refuses_a_runner_that_is_not_the_recorded_one(tmp_path):
 
 def test_a_replay_of_something_that_is_no_record_says_so_in_one_line(tmp_path):
     (tmp_path / "results.json").write_text('{"tests": []}')
-    for record in (tmp_path / "results.json", tmp_path / "nowhere"):
+    (tmp_path / "list" / "results.json").parent.mkdir()
+    (tmp_path / "list" / "results.json").write_text("[1, 2]")
+    half = hand_made_record(tmp_path / "half", REFERENCE.read_bytes())
+    half.write_text(half.read_text().replace('"configuration"', '"no-configuration"'))
+    for record in (tmp_path / "results.json", tmp_path / "nowhere", tmp_path / "list", half):
         replayed = replay(record)
         assert replayed.returncode == 2 and replayed.stderr.count("\n") == 1, replayed.stderr
         assert "Traceback" not in replayed.stderr
@@ -118,3 +123,40 @@ def test_a_replay_never_runs_an_interpreter_the_record_names(tmp_path):
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert not ran.exists(), "the replay ran the interpreter the record named"
     assert "recorded with %s" % fake in replayed.stdout, replayed.stdout
+
+
+def hand_made_record(folder, runner_bytes, names=None):
+    """A results.json as a learner could hand one in: its provenance names `runner_bytes`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = {
+        "runner": {"sha256": provenance.sha256(runner_bytes), "size": len(runner_bytes)},
+        "configuration": {"text": DEFAULT_FILE.read_text(encoding="utf-8")},
+        "selection": {"lang": "en", "clauses": ["S1.3"], "keyword": None},
+    }
+    record = {"profile": "core", "runner": str(names or "runner.py"), "provenance": kept, "clauses": [], "tests": []}
+    (folder / "results.json").write_text(json.dumps(record))
+    return folder / "results.json"
+
+
+@pytest.mark.parametrize("planted", ["report-fifo", "runner-fifo", "runner-link", "runner-zero", "named-fifo"])
+def test_a_replay_never_follows_a_link_nor_blocks_nor_reads_without_a_cap(tmp_path, planted):
+    # A record folder may be a learner's: what it holds is read as a lab file is (labfiles.py).
+    source = REFERENCE.read_bytes()
+    record = hand_made_record(tmp_path / "r", source)
+    runner = tmp_path / "r" / "runner.py"
+    if planted == "report-fifo":
+        record.unlink()
+        os.mkfifo(str(record))
+    elif planted == "runner-fifo":
+        os.mkfifo(str(runner))
+    elif planted == "runner-link":  # the recorded runner's bytes, but behind a link the grader must not follow
+        (tmp_path / "elsewhere.py").write_bytes(source)
+        runner.symlink_to(tmp_path / "elsewhere.py")
+    elif planted == "runner-zero":  # endless bytes: read without a cap, the grader's memory goes
+        runner.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(str(tmp_path / "fifo.py"))
+        hand_made_record(tmp_path / "r", source, names=tmp_path / "fifo.py")
+    replayed = replay(tmp_path / "r", timeout=60)
+    assert replayed.returncode == 2 and replayed.stderr.count("\n") == 1, replayed.stdout + replayed.stderr
+    assert "Traceback" not in replayed.stderr
