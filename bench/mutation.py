@@ -1,0 +1,128 @@
+"""Mutation testing of the suite: generated mutants of the reference runner, graded by the core suite.
+
+    python bench/mutation.py [--sample N] [--seed S] [-j N] [-n N] [--timeout S] [--json FILE]
+
+Every mutant conformance/selftest/generate.py makes of runner/runner.py (or a seeded sample of N) is
+graded as a learner's runner.py, J at a time, each grading bounded by --timeout (default: ten times
+the unmodified reference's grading, at least two minutes). Prints, as the run goes, one line per
+mutant, then the figures: mutants, killed, survived (each with its reviewed reason when
+conformance/selftest/equivalent.toml lists it as equivalent), timeouts and errors (neither counted
+as killed), the score, kills per clause, wall time, CPU-seconds, mutants per minute. --json writes
+the whole kill matrix, with each mutant's diff.
+
+Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml.
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from conformance import provenance  # noqa: E402
+from conformance.classroom.queue import Settings  # noqa: E402
+from conformance.config import DEFAULT_FILE  # noqa: E402
+from conformance.selftest import generate, kill  # noqa: E402
+
+SOURCE = REPO / "runner" / "runner.py"
+MIN_TIMEOUT_S = 120
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, help="grade this many mutants, chosen by --seed (default: all)")
+    parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument("-j", dest="parallel", type=int, default=2, help="gradings at once (default: 2)")
+    parser.add_argument("-n", dest="workers", type=int, default=4, help="checks at once within a grading")
+    parser.add_argument("--timeout", type=float, help="seconds a grading may take")
+    parser.add_argument("--json", help="write the kill matrix here")
+    options = parser.parse_args()
+
+    source = SOURCE.read_text(encoding="utf-8")
+    started = time.monotonic()
+    mutants = generate.generate(source)
+    made_s = time.monotonic() - started
+    chosen = kill.sample(mutants, options.sample, options.seed)
+    print("%d mutants of %s made in %.1f s; grading %d" % (len(mutants), SOURCE.name, made_s, len(chosen)), flush=True)
+
+    settings = Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", options.workers, 0)
+    base_s = kill.baseline(source, replace(settings, timeout_s=MIN_TIMEOUT_S * 5))
+    timeout_s = options.timeout or max(MIN_TIMEOUT_S, 10 * base_s)
+    settings = replace(settings, timeout_s=timeout_s)
+    print("the reference passes in %.1f s; each mutant's grading is bounded at %g s" % (base_s, timeout_s), flush=True)
+
+    graded_at = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    count = [0]
+
+    def each(outcome: kill.Outcome) -> None:
+        count[0] += 1
+        why = ", ".join(outcome.failed) if outcome.failed else outcome.message or outcome.equivalent
+        print(
+            "[%3d/%d] %-8s %-44s line %3d  %s"
+            % (count[0], len(chosen), outcome.verdict, outcome.mutant.name, outcome.mutant.line, why[:60]),
+            flush=True,
+        )
+
+    outcomes = kill.kill(chosen, settings, options.parallel, each)
+    wall_s = time.monotonic() - graded_at
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    figures = kill.summary(outcomes, len(mutants))
+    figures.update(
+        wall_s=round(wall_s, 1),
+        cpu_s=round(cpu_s, 1),
+        mutants_per_minute=round(60 * len(outcomes) / wall_s, 2) if wall_s else None,
+        timeout_s=timeout_s,
+        parallel=options.parallel,
+        cpus=os.cpu_count(),
+        seed=options.seed,
+        sample=options.sample,
+    )
+    print()
+    print(
+        "mutants %(generated)d, graded %(graded)d: killed %(killed)d, survived %(survived)d "
+        "(equivalent %(equivalent)d, unexplained %(unexplained_survivors)d), timeout %(timeout)d, error %(error)d"
+        % figures
+    )
+    print(
+        "score %s (timeouts and errors not killed)"
+        % ("%.1f%%" % (100 * figures["score"]) if figures["score"] is not None else "-")
+    )
+    print("kills per clause: %s" % ", ".join("%s %d" % item for item in figures["kills_per_clause"].items()))
+    print(
+        "wall %.0f s, CPU %.0f s, %.2f mutants per minute on %d CPUs, %d at a time"
+        % (wall_s, cpu_s, figures["mutants_per_minute"] or 0, os.cpu_count() or 0, options.parallel)
+    )
+    for outcome in outcomes:
+        if outcome.verdict == kill.SURVIVED:
+            print(
+                "survived: %s line %d: %s -> %s%s"
+                % (
+                    outcome.mutant.name,
+                    outcome.mutant.line,
+                    outcome.mutant.before,
+                    outcome.mutant.after,
+                    ("  [equivalent: %s]" % outcome.equivalent) if outcome.equivalent else "",
+                )
+            )
+    if options.json:
+        matrix = {
+            "suite": provenance.suite_fingerprint(),
+            "source_sha256": provenance.sha256(source.encode("utf-8")),
+            "operators": list(generate.OPERATORS),
+            "summary": figures,
+            "mutants": [outcome.as_json(source) for outcome in outcomes],
+        }
+        Path(options.json).write_text(json.dumps(matrix, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 1 if figures["unexplained_survivors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Generated mutants of the reference (conformance/selftest): how they are made, and how judged."""
+
+import pytest
+
+pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
+
+from cosmic_ray.mutating import mutate_code  # noqa: E402
+
+from conformance.classroom import grading  # noqa: E402
+from conformance.config import DEFAULT_FILE  # noqa: E402
+from conformance.selftest import generate, kill  # noqa: E402
+from tests.grading import REFERENCE  # noqa: E402
+
+SOURCE = REFERENCE.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def mutants():
+    return generate.generate(SOURCE)
+
+
+@pytest.mark.parametrize("name", sorted(generate.LAB_OPERATORS))
+def test_the_labs_own_operators_do_what_their_examples_say(name):
+    for example in generate.LAB_OPERATORS[name].examples():
+        assert mutate_code(example.pre_mutation_code, generate.operator(name), example.occurrence) == (
+            example.post_mutation_code
+        )
+
+
+def test_every_mutant_compiles_changes_one_line_and_has_a_name_of_its_own(mutants):
+    assert len(mutants) > 200
+    assert len({mutant.key for mutant in mutants}) == len({mutant.name for mutant in mutants}) == len(mutants)
+    for mutant in mutants:
+        compile(mutant.text, mutant.name, "exec")
+        assert mutant.text != SOURCE and mutant.before != mutant.after, mutant.key
+        # cosmic-ray's own exception exists only in its workers: a graded runner must not name it.
+        assert "CosmicRayTestingException" not in mutant.text, mutant.key
+        diff = mutant.diff(SOURCE)
+        assert diff.count("\n-") >= 1 and mutant.before in diff, mutant.key
+    made = {mutant.operator for mutant in mutants}
+    assert set(generate.LAB_OPERATORS) <= made, "a lab operator made no mutant of the reference"
+
+
+def test_the_lab_operators_change_what_the_lab_pins(mutants):
+    changes = {(mutant.before, mutant.after) for mutant in mutants if mutant.operator.startswith("lab/")}
+    assert any("signal.SIGKILL" in before and "signal.SIGTERM" in after for before, after in changes)
+    assert any('"duration_ms"' in before and '"duration_ms_"' in after for before, after in changes)
+    assert any(after == "pass" for _, after in changes)
+    # A docstring that happens to hold a pinned word is never renamed.
+    assert not any(before.startswith('"""') for before, _ in changes)
+
+
+def test_a_sample_is_the_same_for_a_seed_and_another_for_another(mutants):
+    first, again, other = (kill.sample(mutants, 20, seed) for seed in (29, 29, 30))
+    assert [m.key for m in first] == [m.key for m in again] and len(first) == 20
+    assert [m.key for m in first] != [m.key for m in other]
+    assert kill.sample(mutants, None, 29) == list(mutants)
+
+
+def report(*failed):
+    clauses = {"S1.1": "passed", "S2.1": "passed"}
+    clauses.update({clause: "failed" for clause in failed})
+    return {"clauses": {clause: {"verdict": verdict} for clause, verdict in clauses.items()}}
+
+
+def test_a_timeout_or_an_error_is_never_a_kill():
+    assert kill.judge({"status": grading.GRADED, "report": report("S2.1"), "seconds": 3})["verdict"] == kill.KILLED
+    assert kill.judge({"status": grading.GRADED, "report": report(), "seconds": 3})["verdict"] == kill.SURVIVED
+    assert kill.judge({"status": grading.TIMEOUT, "message": "did not end"})["verdict"] == kill.TIMEOUT
+    assert kill.judge({"status": grading.ERROR, "message": "no report"})["verdict"] == kill.ERROR
+
+
+def test_the_score_counts_timeouts_as_survivors_and_leaves_out_known_equivalents(mutants):
+    some = mutants[:6]
+    outcomes = [
+        kill.Outcome(some[0], kill.KILLED, ["S2.1"]),
+        kill.Outcome(some[1], kill.KILLED, ["S2.1", "S6.1"]),
+        kill.Outcome(some[2], kill.TIMEOUT),
+        kill.Outcome(some[3], kill.SURVIVED),
+        kill.Outcome(some[4], kill.SURVIVED, equivalent="reviewed: no behaviour differs"),
+        kill.Outcome(some[5], kill.ERROR),
+    ]
+    figures = kill.summary(outcomes, len(mutants))
+    assert (figures["killed"], figures["survived"], figures["timeout"], figures["error"]) == (2, 2, 1, 1)
+    assert figures["equivalent"] == 1 and figures["unexplained_survivors"] == 1
+    assert figures["score"] == round(2 / 5, 4)
+    assert figures["kills_per_clause"] == {"S2.1": 2, "S6.1": 1}
+
+
+def test_every_reviewed_equivalent_names_a_mutant_the_reference_still_has(mutants):
+    keys = {mutant.key for mutant in mutants}
+    stale = sorted(set(kill.equivalents()) - keys)
+    assert not stale, "equivalent.toml names mutants that no longer exist (review it): %s" % stale
+
+
+@pytest.mark.mutation
+@pytest.mark.slow(90)
+def test_a_mutant_that_sends_sigterm_where_sigkill_is_due_is_killed_by_the_timeout_clause(mutants, tmp_path):
+    wrong = [m for m in mutants if m.operator == "lab/ReplaceLabConstant" and "signal.SIGKILL" in m.before]
+    settings = kill.Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", 4, 300)
+    outcomes = kill.kill(wrong[:1], settings, 1, known={})
+    assert [outcome.verdict for outcome in outcomes] == [kill.KILLED], outcomes
+    assert "S2.1" in outcomes[0].failed or "S2.4" in outcomes[0].failed, outcomes[0].failed
