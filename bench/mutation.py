@@ -8,7 +8,8 @@ the unmodified reference's grading, at least two minutes). Prints, as the run go
 mutant, then the figures: mutants, killed, survived (each with its reviewed reason when
 conformance/selftest/equivalent.toml lists it as equivalent), timeouts and errors (neither counted
 as killed), the score, kills per clause, wall time, CPU-seconds, mutants per minute. --json writes
-the whole kill matrix, with each mutant's diff.
+the whole kill matrix, with each mutant's diff; --journal keeps each outcome as it
+comes, so that a run of hours (the whole set) can be stopped and started again.
 
 Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml.
 """
@@ -42,6 +43,9 @@ def main() -> int:
     parser.add_argument("-n", dest="workers", type=int, default=4, help="checks at once within a grading")
     parser.add_argument("--timeout", type=float, help="seconds a grading may take")
     parser.add_argument("--json", help="write the kill matrix here")
+    parser.add_argument(
+        "--journal", help="keep each outcome here as it comes, and go on from it (a run stopped and started again)"
+    )
     options = parser.parse_args()
 
     source = SOURCE.read_text(encoding="utf-8")
@@ -65,12 +69,26 @@ def main() -> int:
         count[0] += 1
         why = ", ".join(outcome.failed) if outcome.failed else outcome.message or outcome.equivalent
         print(
-            "[%3d/%d] %-8s %-44s line %3d  %s"
-            % (count[0], len(chosen), outcome.verdict, outcome.mutant.name, outcome.mutant.line, why[:60]),
+            "[%3d/%d] %-8s %-8s %-44s line %3d  %s"
+            % (
+                count[0],
+                len(chosen),
+                outcome.profile,
+                outcome.verdict,
+                outcome.mutant.name,
+                outcome.mutant.line,
+                why[:60],
+            ),
             flush=True,
         )
 
-    outcomes = kill.kill(chosen, settings, options.parallel, each)
+    identity = {
+        "suite": provenance.suite_fingerprint(),
+        "source": provenance.sha256(source.encode("utf-8")),
+        "configuration": provenance.sha256(settings.config_text.encode("utf-8")),
+    }
+    journal = kill.Journal(Path(options.journal) if options.journal else None, identity)
+    outcomes = kill.kill(chosen, settings, options.parallel, each, journal=journal)
     wall_s = time.monotonic() - graded_at
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

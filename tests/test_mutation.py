@@ -87,6 +87,28 @@ def test_the_score_counts_timeouts_as_survivors_and_leaves_out_known_equivalents
     assert figures["kills_per_clause"] == {"S2.1": 2, "S6.1": 1}
 
 
+def test_a_core_survivor_is_graded_again_on_the_extended_profile():
+    settings = kill.Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", 4, 300)
+    assert 'profile = "core"' in settings.config_text
+    changed = kill.extended(settings).config_text
+    assert 'profile = "extended"' in changed and 'profile = "core"' not in changed
+    assert changed.count("\n") == settings.config_text.count("\n")
+    with pytest.raises(ValueError):
+        kill.extended(kill.Settings("[points]\n", None, "en", 4, 300))
+
+
+def test_a_journal_gives_back_what_the_same_suite_judged_and_nothing_else(mutants, tmp_path):
+    path = tmp_path / "journal.jsonl"
+    same = {"suite": "a", "source": "b", "configuration": "c"}
+    kill.Journal(path, same).add(kill.Outcome(mutants[0], kill.KILLED, ["S2.1"], 12.5, profile="core"))
+    with open(str(path), "a") as handle:
+        handle.write('{"identity": {"suite": "a"')  # a line cut short: the run was killed while writing
+    again = kill.Journal(path, same)
+    assert again.get("core", mutants[0])["failed"] == ["S2.1"]
+    assert again.get("extended", mutants[0]) is None and again.get("core", mutants[1]) is None
+    assert kill.Journal(path, dict(same, suite="changed")).get("core", mutants[0]) is None
+
+
 def test_every_reviewed_equivalent_names_a_mutant_the_reference_still_has(mutants):
     keys = {mutant.key for mutant in mutants}
     stale = sorted(set(kill.equivalents()) - keys)

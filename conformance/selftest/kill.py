@@ -12,11 +12,12 @@ in its own scratch folder with its own labs and bounded by `timeout_s`. The unmo
 graded first: a suite that fails it would "kill" every mutant.
 """
 
+import json
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from conformance.classroom import grading
 from conformance.classroom.queue import Job, Settings, run_local
@@ -39,6 +40,7 @@ class Outcome:
     seconds: float = 0.0
     message: str = ""  # why a grading was an error or a timeout
     equivalent: str = ""  # the reviewed reason, when equivalent.toml lists this mutant
+    profile: str = "core"  # the profile whose grading judged it (a core survivor is graded extended)
 
     def as_json(self, source: str) -> Dict:
         mutant = self.mutant
@@ -54,8 +56,46 @@ class Outcome:
             "seconds": self.seconds,
             "message": self.message,
             "equivalent": self.equivalent,
+            "profile": self.profile,
             "diff": mutant.diff(source),
         }
+
+
+class Journal:
+    """Outcomes written down as they come, one JSON line each, so that a run of hours can stop and
+    go on: a mutant already judged under the same identity (suite, source, configuration) and
+    profile is not graded again. Without a path it keeps nothing."""
+
+    def __init__(self, path: Optional[Path], identity: Mapping[str, str]) -> None:
+        self.path, self.identity = path, dict(identity)
+        self.entries: Dict[Tuple[str, str], Dict] = {}
+        if path is None or not path.exists():
+            return
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line cut short when a run was killed
+            if isinstance(entry, dict) and entry.get("identity") == self.identity:
+                self.entries[(entry["profile"], entry["key"])] = entry
+
+    def get(self, profile: str, mutant: Mutant) -> Optional[Dict]:
+        return self.entries.get((profile, mutant.key))
+
+    def add(self, outcome: "Outcome") -> None:
+        if self.path is None:
+            return
+        entry = {
+            "identity": self.identity,
+            "profile": outcome.profile,
+            "key": outcome.mutant.key,
+            "verdict": outcome.verdict,
+            "failed": outcome.failed,
+            "seconds": outcome.seconds,
+            "message": outcome.message,
+        }
+        with open(str(self.path), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
 
 
 class BaselineFailed(Exception):
@@ -96,19 +136,71 @@ def kill(
     parallel: int,
     on_each: Callable[[Outcome], None] = lambda outcome: None,
     known: Optional[Mapping[str, str]] = None,
+    journal: Optional[Journal] = None,
 ) -> List[Outcome]:
-    """Grade every mutant; return their outcomes in the mutants' order."""
+    """Grade every mutant on the configuration's profile, then each survivor again on the extended
+    profile (a mistake the core clauses let through may be one an X clause catches: X2's 126, say);
+    return their outcomes in the mutants' order. Mutants the journal has judged are not graded again."""
     known = equivalents() if known is None else known
+    journal = journal or Journal(None, {})
+    first = _kill_once(mutants, settings, parallel, on_each, known, "core", journal)
+    survivors = [outcome.mutant for outcome in first if outcome.verdict == SURVIVED]
+    if not survivors:
+        return first
+    again = {
+        outcome.mutant.name: outcome
+        for outcome in _kill_once(survivors, extended(settings), parallel, on_each, known, "extended", journal)
+    }
+    return [again.get(outcome.mutant.name, outcome) for outcome in first]
+
+
+def extended(settings: Settings) -> Settings:
+    """The same settings with the extended profile (lab.toml's `profile` line changed)."""
+    lines = settings.config_text.splitlines(True)
+    chosen = [n for n, line in enumerate(lines) if line.replace(" ", "").startswith("profile=")]
+    if len(chosen) != 1:
+        raise ValueError("the configuration has no single `profile = ...` line to change")
+    lines[chosen[0]] = 'profile = "extended"\n'
+    return replace(settings, config_text="".join(lines))
+
+
+def _kill_once(
+    mutants: Sequence[Mutant],
+    settings: Settings,
+    parallel: int,
+    on_each: Callable[[Outcome], None],
+    known: Mapping[str, str],
+    profile: str,
+    journal: Journal,
+) -> List[Outcome]:
     by_name = {mutant.name: mutant for mutant in mutants}
     outcomes: Dict[str, Outcome] = {}
+    for mutant in mutants:
+        kept = journal.get(profile, mutant)
+        if kept is not None:
+            outcomes[mutant.name] = Outcome(
+                mutant,
+                kept["verdict"],
+                list(kept["failed"]),
+                kept["seconds"],
+                kept["message"],
+                known.get(mutant.key, ""),
+                profile,
+            )
+            on_each(outcomes[mutant.name])
 
     def done(job: Job, graded: Dict) -> None:
         mutant = by_name[job.student]
-        outcome = Outcome(mutant, equivalent=known.get(mutant.key, ""), **judge(graded))
+        outcome = Outcome(mutant, equivalent=known.get(mutant.key, ""), profile=profile, **judge(graded))
         outcomes[mutant.name] = outcome
+        journal.add(outcome)
         on_each(outcome)
 
-    jobs = [Job(mutant.name, mutant.name, mutant.text.encode("utf-8"), mutant.key) for mutant in mutants]
+    jobs = [
+        Job(mutant.name, mutant.name, mutant.text.encode("utf-8"), mutant.key)
+        for mutant in mutants
+        if mutant.name not in outcomes
+    ]
     run_local(jobs, settings, parallel, done)
     return [outcomes[mutant.name] for mutant in mutants if mutant.name in outcomes]
 
