@@ -2,7 +2,7 @@
 
     python bench/bench_class.py [-j N] [-n N] [--python EXE] [--size N] [--keep DIR]
 
-The class: the reference, the good runners of tests/good and zoo mutants (every clause's kind of
+The class: the reference, the correct runners of runner/styles and zoo mutants (every clause's kind of
 mistake), under student names. Each submission is first graded alone, one after the other, as
 `pyops-conformance class` grades one (same call, same configuration): that gives its verdict and
 the CPU-seconds of one grading. Then the whole class is graded by `pyops-conformance class` and
@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in 
 from conformance.classroom.command import CHECKS_PER_GRADING  # noqa: E402
 from conformance.classroom.grading import grade  # noqa: E402
 from conformance.config import DEFAULT_FILE  # noqa: E402
-from tests.zoo.mutants import MUTANTS, build  # noqa: E402
+from conformance.selftest.zoo import MUTANTS, build  # noqa: E402
 
-GOOD = sorted((REPO / "tests" / "good").glob("*_runner.py"))
+GOOD = sorted((REPO / "runner" / "styles").glob("*_runner.py"))
 SHARE_GOAL, RERUN_GOAL_S = 0.80, 5.0
 
 Verdict = Tuple[Tuple[str, str], ...]

@@ -3,7 +3,7 @@
     python bench/stability.py [--runs 20] [--s6-runs 20] [--condition idle|loaded|crowded|both]
                               [--wrong] [-- SUITE OPTIONS]
 
-Grades the reference and every correct runner in tests/good (with --wrong, also three wrong
+Grades the reference and every correct runner in runner/styles (with --wrong, also three wrong
 runners of the zoo) with `pyops-conformance --repeat`: the whole core profile --runs times, then
 the SIGTERM step alone (`--clause S6`, where start-up windows once made verdicts vary) --s6-runs
 times; first on an idle machine, then while two CPU-bound processes load both cores. `crowded`
@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.zoo.mutants import MUTANTS, build  # noqa: E402
+from conformance.selftest.zoo import MUTANTS, build  # noqa: E402
 
 WRONG = ("kills-only-the-child", "marker-before-apply-sh", "sigterm-not-forwarded")
 SELECTIONS = {"core": [], "S6": ["--clause", "S6"]}
@@ -58,7 +58,7 @@ def disperse(crowded: "list[subprocess.Popen]") -> None:
 
 def runners(scratch: Path, wrong: bool):
     found = {"reference": REPO / "runner" / "runner.py"}
-    found.update((path.stem, path) for path in sorted((REPO / "tests" / "good").glob("*_runner.py")))
+    found.update((path.stem, path) for path in sorted((REPO / "runner" / "styles").glob("*_runner.py")))
     if wrong:
         by_name = {mutant.name: mutant for mutant in MUTANTS}
         for name in WRONG:
@@ -90,7 +90,7 @@ def main():
     parser.add_argument("--s6-runs", type=int, default=20, help="rounds of --clause S6 per runner")
     parser.add_argument("--condition", choices=sorted(CONDITIONS), default="both")
     parser.add_argument("--crowd", type=int, default=3, help="other gradings at once when crowded (default 3)")
-    parser.add_argument("--only", help="grade this runner only (reference, a tests/good stem, or a --wrong one)")
+    parser.add_argument("--only", help="grade this runner only (reference, a runner/styles stem, or a --wrong one)")
     parser.add_argument("--wrong", action="store_true", help="also grade three wrong runners of the zoo")
     parser.add_argument("suite_options", nargs="*", help="after --: options for every grading")
     options = parser.parse_args()

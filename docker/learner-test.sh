@@ -29,7 +29,7 @@ awk -v dir="$work" '/<!-- learner/ { on = 1; next } /<!-- \/learner -->/ { on = 
 for block in "$work"/block*.sh; do echo "README's learner section, $(basename "$block"):"; sed 's/^/    /' "$block"; done
 
 # A wrong runner: the reference that signals only its child on a timeout, not the child's group.
-python3 "$repo/tests/zoo/mutants.py" kills-only-the-child "$work/wrong" >/dev/null
+(cd "$repo" && python3 -m conformance.selftest.zoo kills-only-the-child "$work/wrong" >/dev/null)
 # What a root grading on this machine says of it, in the same learner view.
 python3 -m venv "$work/venv" && "$work/venv/bin/pip" install -q -e "$repo" >/dev/null
 rc=0; "$work/venv/bin/pyops-conformance" --runner "$work/wrong/runner.py" >"$work/root.out" 2>&1 || rc=$?

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Set
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "runner" / "runner.py"
-GOOD = sorted((REPO / "tests" / "good").glob("*_runner.py"))
+GOOD = sorted((REPO / "runner" / "styles").glob("*_runner.py"))
 # Generous: a whole profile takes well under a minute; more than this is a hang.
 SUITE_TIMEOUT_S = 300
 

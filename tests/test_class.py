@@ -22,8 +22,8 @@ from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings
 from conformance.classroom.store import NotAClassFolder, Store, resume_key
 from conformance.config import DEFAULT_FILE, load
+from conformance.selftest.zoo import build, by_name
 from tests.grading import REFERENCE, class_command, class_rows, not_passed
-from tests.zoo.mutants import build, by_name
 
 CONFIG_TEXT = DEFAULT_FILE.read_text(encoding="utf-8")
 # The zoo's mutant whose S2 timeout ends the group with SIGTERM (a TERM-ignoring command survives).

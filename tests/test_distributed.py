@@ -26,9 +26,9 @@ import pytest
 
 from conformance import config, provenance
 from conformance.classroom import distributed, signing
+from conformance.selftest.zoo import build, by_name
 from tests.grading import REFERENCE, class_command, class_rows
 from tests.test_class import write
-from tests.zoo.mutants import build, by_name
 
 pytestmark = pytest.mark.classroom
 VISIBILITY_S = 90  # how long a killed worker's submission waits before another worker gets it

@@ -20,14 +20,15 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import List
 
 import pytest
 
 import conformance
 from conformance import identity, sandbox
 from conformance.processes import SESSION_VAR, of_session, tagged
+from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, grade
-from tests.zoo.mutants import MUTANTS, build
 
 pytestmark = pytest.mark.hostile
 
@@ -148,11 +149,17 @@ def graded_reference() -> Path:
     return Path(found.stdout.strip()).resolve()
 
 
+def graded_correct_runners() -> List[str]:
+    """The reference and the correct runners of other styles that ship beside it (runner/styles)."""
+    reference = graded_reference()
+    return [str(reference)] + [str(path) for path in sorted((reference.parent / "styles").glob("*_runner.py"))]
+
+
 ATTACKS = {
-    # Runs whichever copy of the reference it can read.
+    # Runs whichever correct runner of the installed package it can read.
     "runs-the-reference-by-path": "import runpy, sys\nfor path in %r:\n    try:\n"
     "        sys.argv[0] = path\n        runpy.run_path(path, run_name='__main__')\n"
-    "    except (OSError, ImportError):\n        continue\nsys.exit(1)\n" % ([str(graded_reference())],),
+    "    except (OSError, ImportError):\n        continue\nsys.exit(1)\n" % (graded_correct_runners(),),
     # Puts the suite's own packages on its path and imports the reference from there.
     "imports-the-reference": "import sys\nsys.path[:0] = %r\ntry:\n    from runner.runner import main\n"
     "except ImportError:\n    sys.exit(1)\nsys.exit(main(sys.argv[1:]))\n"

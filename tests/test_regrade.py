@@ -6,9 +6,9 @@ import subprocess
 import pytest
 
 from conformance.config import DEFAULT_FILE
+from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, submissions
 from tests.test_class_report import chromium, headless
-from tests.zoo.mutants import MUTANTS, build
 
 WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-code-squashed-to-1")  # breaks S1.3
 

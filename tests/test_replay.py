@@ -9,8 +9,8 @@ import pytest
 
 from conformance import platforms, provenance
 from conformance.config import DEFAULT_FILE, load
+from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, grade, submissions
-from tests.zoo.mutants import MUTANTS, build
 
 WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-code-squashed-to-1")  # breaks S1.3
 

@@ -15,8 +15,8 @@ import pytest
 
 from conformance import cli, identity, roots
 from conformance.sandbox import probe_chroot
+from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import GOOD, REFERENCE, grade
-from tests.zoo.mutants import MUTANTS, build
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="roots need root: device nodes, chroot")
 SYSTEM_PYTHON = "/usr/bin/python3"  # what a root holds: the machine's own python3, not a venv's

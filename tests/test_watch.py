@@ -13,8 +13,8 @@ import pytest
 
 from conformance import sandbox, timing, watch
 from conformance.processes import SESSION_VAR, of_session
+from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE
-from tests.zoo.mutants import MUTANTS, build
 
 WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-0-on-failure")  # fails S1.3
 

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from conformance.clauses import CORE, steps_for
+from conformance.selftest.zoo import BASES, CHARGED_ALSO, MUTANTS, build, charged
 from tests.grading import REPO, grade
-from tests.zoo.mutants import BASES, CHARGED_ALSO, MUTANTS, build, charged
 
 pytestmark = pytest.mark.zoo
 WORKERS = 3

@@ -1,6 +1,6 @@
 """Mutants of the reference runner, made by a mutation-testing library: the wrong runners no one wrote.
 
-The zoo (tests/zoo) holds the mistakes someone thought of; these are the ones a machine finds, one
+The zoo (zoo.py) holds the mistakes someone thought of; these are the ones a machine finds, one
 small change each, over the whole of runner/runner.py. cosmic-ray makes them: its operators (and
 three of the lab's own, below, written as cosmic-ray operators) walk the file's syntax tree, and
 `mutate_code` applies one operator at one place. cosmic-ray's own `exec` is not used: it rewrites the

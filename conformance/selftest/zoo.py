@@ -1,10 +1,14 @@
 """The zoo: runners that are wrong in exactly one way, each the way a learner really would be.
 
-Every mutant is a correct runner (its base) with a few text replacements. tests/test_zoo.py runs
-the conformance suite on each one and demands that the checks of the clause it `breaks` fail: a
-mutant that passes them shows a hole in the suite.
+Every mutant is a correct runner (its base: the reference, or one of runner/styles) with a few text
+replacements. `pyops-conformance selftest` and the project's tests (tests/test_zoo.py) grade each
+one and demand that the checks of the clause it `breaks` fail, and that it lose points for that
+mistake only: a mutant that passes them shows a hole in the suite.
 
-    python tests/zoo/mutants.py NAME DIR    writes the mutant NAME into DIR, to grade it by hand
+    python -m conformance.selftest.zoo NAME DIR    writes the mutant NAME into DIR, to grade it by hand
+
+The bases ship with the package, in the `runner` package beside this one. An image that must hold
+no correct runner (the lab image) has none, and then no mutant can be built (NoBases).
 """
 
 import sys
@@ -12,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Tuple
 
-REPO = Path(__file__).resolve().parents[2]
+# The `runner` package, beside `conformance` in a checkout and in an installation alike.
+RUNNERS = Path(__file__).resolve().parents[2] / "runner"
 
 REFERENCE = "reference"
 LEARNER = "learner"
@@ -20,12 +25,18 @@ ASYNCIO = "asyncio"
 PIPE_RELAY = "pipe-relay"
 FORK_EXEC = "fork-exec"
 BASES = {
-    REFERENCE: REPO / "runner" / "runner.py",
-    LEARNER: REPO / "tests" / "good" / "int_timeout_runner.py",  # the simplest way a learner writes it
-    ASYNCIO: REPO / "tests" / "good" / "asyncio_runner.py",
-    PIPE_RELAY: REPO / "tests" / "good" / "pipe_relay_runner.py",
-    FORK_EXEC: REPO / "tests" / "good" / "fork_exec_runner.py",  # os.fork, and an environment of its own
+    REFERENCE: RUNNERS / "runner.py",
+    LEARNER: RUNNERS / "styles" / "int_timeout_runner.py",  # the simplest way a learner writes it
+    ASYNCIO: RUNNERS / "styles" / "asyncio_runner.py",
+    PIPE_RELAY: RUNNERS / "styles" / "pipe_relay_runner.py",
+    FORK_EXEC: RUNNERS / "styles" / "fork_exec_runner.py",  # os.fork, and an environment of its own
 }
+# Every correct runner that ships: the reference first, then the other styles.
+CORRECT = [RUNNERS / "runner.py"] + sorted((RUNNERS / "styles").glob("*_runner.py"))
+
+
+class NoBases(Exception):
+    """This installation holds no correct runner to build a mutant from (the lab image)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class BaseDrift(Exception):
 
 
 def mutate(mutant: Mutant, text: str) -> str:
-    where = BASES[mutant.base].relative_to(REPO)
+    where = BASES[mutant.base].relative_to(RUNNERS.parent)
     for number, (old, new) in enumerate(mutant.edits, start=1):
         # Loud on purpose: an edit that silently does nothing would leave a correct runner in the zoo.
         found = text.count(old)
@@ -61,7 +72,12 @@ def mutate(mutant: Mutant, text: str) -> str:
 
 def build(mutant: Mutant, directory: Path) -> Path:
     """Write the mutant as DIRECTORY/runner.py (the name the lab gives it) and return that path."""
-    text = mutate(mutant, BASES[mutant.base].read_text(encoding="utf-8"))
+    try:
+        text = mutate(mutant, BASES[mutant.base].read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NoBases(
+            "no correct runner here to build mutant %s from (%s)" % (mutant.name, BASES[mutant.base])
+        ) from None
     Path(directory).mkdir(parents=True, exist_ok=True)
     path = Path(directory) / "runner.py"
     # A mutant that does not even compile fails every check, so it would prove nothing.
@@ -512,5 +528,8 @@ def by_name(name: str) -> Mutant:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: mutants.py NAME DIR")
-    print(build(by_name(sys.argv[1]), Path(sys.argv[2])))
+        sys.exit("usage: python -m conformance.selftest.zoo NAME DIR")
+    try:
+        print(build(by_name(sys.argv[1]), Path(sys.argv[2])))
+    except (KeyError, NoBases) as error:
+        sys.exit("zoo: %s" % error.args[0])
