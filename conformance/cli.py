@@ -272,6 +272,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return main_class(argv[1:])
     if argv[:1] == ["roots"]:
         return main_roots(argv[1:])
+    if argv[:1] == ["selftest"]:
+        from conformance.selftest import command
+
+        return command.main(argv[1:])
     if argv[:1] == ["replay"]:
         from conformance import replay
 

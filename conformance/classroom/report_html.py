@@ -91,19 +91,19 @@ def render(
 ) -> str:
     """The whole report as one HTML document; `generation` says which of the class folder's
     generations it shows ({"number", "suite", "configuration"}, generations.py)."""
-    clauses = _clauses(students)
+    clauses = clauses_of(students)
     roster = sorted(students, key=lambda student: (_name(student).casefold(), _name(student)))
     sections = [
         _header(students, title, generation),
         _histogram(students),
         _pass_rates(students, clauses),
-        _heat_map(roster, clauses),
+        heat_map(roster, clauses),
         _frequent_failures(students, clauses),
     ]
-    return _document(title, sections)
+    return document(title, sections)
 
 
-def _document(title: str, sections: Sequence[str]) -> str:
+def document(title: str, sections: Sequence[str]) -> str:
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -167,7 +167,7 @@ def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int
             % (_e(entry["student"]), _e(entry["student"]), _e(entry["old_score"]), _e(entry["new_score"]), items)
         )
     by_student = '<section id="by-student"><h2>By student</h2>%s</section>' % "".join(people)
-    return _document(title, [summary, by_clause, by_student])
+    return document(title, [summary, by_clause, by_student])
 
 
 # --- the data, read once the same way by every section ---------------------------------------------
@@ -176,6 +176,9 @@ def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int
 def _e(value: object) -> str:
     """Text for HTML, in an element or an attribute: every string from the data goes through here."""
     return html.escape(str(value), quote=True)
+
+
+escape = _e  # for the other pages drawn with this module's parts (selftest's report)
 
 
 def _name(student: Mapping) -> str:
@@ -194,7 +197,7 @@ def _fraction(student: Mapping) -> Optional[float]:
     return float(score) / float(most)
 
 
-def _clauses(students: Sequence[Mapping]) -> List[str]:
+def clauses_of(students: Sequence[Mapping]) -> List[str]:
     """The clauses any student was checked on, in the lab's order (unknown IDs last, sorted)."""
     seen = {test.get("clause") for student in students for test in student.get("tests") or ()}
     seen.discard(None)  # a check without a clause is the suite's own; it belongs to no column
@@ -251,7 +254,7 @@ def _statuses(students: Sequence[Mapping]) -> Dict[str, int]:
     }
 
 
-def _section(anchor: str, heading: str, body: List[str]) -> str:
+def section(anchor: str, heading: str, body: List[str]) -> str:
     return "\n".join(['<section id="%s">' % anchor, "<h2>%s</h2>" % heading] + body + ["</section>"])
 
 
@@ -321,7 +324,7 @@ def _histogram(students: Sequence[Mapping]) -> str:
     """Students per score band, as an SVG bar chart; those not graded get bars of their own, apart,
     since they have no score to put in a band (a timeout is not a zero)."""
     if not students:
-        return _section("histogram", "Scores", [NO_GRADED])
+        return section("histogram", "Scores", [NO_GRADED])
     counts = [0] * len(BANDS)
     for fraction in [f for f in map(_fraction, students) if f is not None]:
         percent = min(max(int(100 * fraction + 1e-9), 0), 100)  # 1e-9: 0.7 * 100 is 69.99...
@@ -402,14 +405,14 @@ def _histogram(students: Sequence[Mapping]) -> str:
                     % (_e(_name(student)), _e(student.get("status")), _e(student.get("message") or ""))
                 )
         body.append("</ul>")
-    return _section("histogram", "Scores", body)
+    return section("histogram", "Scores", body)
 
 
 def _pass_rates(students: Sequence[Mapping], clauses: Sequence[str]) -> str:
     """Each clause's pass rate: graded students who passed every check of it, over students graded."""
     graded = _graded(students)
     if not graded or not clauses:
-        return _section("pass-rates", "Pass rate per clause", [NO_GRADED])
+        return section("pass-rates", "Pass rate per clause", [NO_GRADED])
     states = [_outcomes(student) for student in graded]
     body = [
         '<p class="muted">Students who passed every check of the clause, out of the %s graded.</p>'
@@ -436,13 +439,15 @@ def _pass_rates(students: Sequence[Mapping], clauses: Sequence[str]) -> str:
             )
         )
     body.append("</table>")
-    return _section("pass-rates", "Pass rate per clause", body)
+    return section("pass-rates", "Pass rate per clause", body)
 
 
-def _heat_map(roster: Sequence[Mapping], clauses: Sequence[str]) -> str:
+def heat_map(
+    roster: Sequence[Mapping], clauses: Sequence[str], heading: str = "Students × clauses", who: str = "student"
+) -> str:
     """Students down, clauses across: who missed what. Each cell's tooltip says it in words."""
     if not _graded(roster) or not clauses:
-        return _section("heat-map", "Students × clauses", [NO_GRADED])
+        return section("heat-map", heading, [NO_GRADED])
     legend = "".join(
         '<span><span class="swatch %s"></span>%s</span>' % (state, label) for state, (label, _) in STATES.items()
     )
@@ -465,7 +470,7 @@ def _heat_map(roster: Sequence[Mapping], clauses: Sequence[str]) -> str:
         '<thead><tr class="steps"><th></th>'
         + "".join('<th class="step-start" colspan="%d">%s</th>' % (n, _e(step)) for step, n in groups)
         + "<th></th></tr>",
-        "<tr><th>student</th>"
+        "<tr><th>%s</th>" % _e(who)
         + "".join(
             '<th class="%s" title="%s: %s">%s</th>'
             % (gap[c], _e(c), _e(CLAUSES[c].text_en if c in CLAUSES else ""), _e(c.split(".")[-1]))
@@ -499,7 +504,7 @@ def _heat_map(roster: Sequence[Mapping], clauses: Sequence[str]) -> str:
         row.append('<td class="score">%s</td></tr>' % ("–" if fraction is None else _percent(fraction)))
         body.append("".join(row))
     body.append("</tbody></table></div>")
-    return _section("heat-map", "Students × clauses", body)
+    return section("heat-map", heading, body)
 
 
 def _tooltip(name: str, status: str, clause: str, outcomes: Sequence[str]) -> str:
@@ -542,9 +547,9 @@ def _frequent_failures(students: Sequence[Mapping], clauses: Sequence[str]) -> s
                 checks[key] = checks.get(key, 0) + 1 + len(entry.get("also_seen") or ())
     heading = "Most frequent failures"
     if not _graded(students):
-        return _section("failures", heading, [NO_GRADED])
+        return section("failures", heading, [NO_GRADED])
     if not who:
-        return _section("failures", heading, ['<p class="empty">no check failed</p>'])
+        return section("failures", heading, ['<p class="empty">no check failed</p>'])
     order = {clause: index for index, clause in enumerate(clauses)}
     ranked = sorted(who, key=lambda key: (-len(who[key]), -checks[key], order.get(key[0], len(order)), key[1]))
     shown = "; the %d most shared of %d" % (TOP_FAILURES, len(ranked)) if len(ranked) > TOP_FAILURES else ""
@@ -572,4 +577,4 @@ def _frequent_failures(students: Sequence[Mapping], clauses: Sequence[str]) -> s
             )
         )
     body.append("</ol>")
-    return _section("failures", heading, body)
+    return section("failures", heading, body)

@@ -41,6 +41,8 @@ class Outcome:
     message: str = ""  # why a grading was an error or a timeout
     equivalent: str = ""  # the reviewed reason, when equivalent.toml lists this mutant
     profile: str = "core"  # the profile whose grading judged it (a core survivor is graded extended)
+    clauses: Dict[str, str] = field(default_factory=dict)  # every clause's verdict (the heat map's row)
+    blocked: Dict[str, str] = field(default_factory=dict)  # a blocked clause: the clause whose failure did it
 
     def as_json(self, source: str) -> Dict:
         mutant = self.mutant
@@ -57,6 +59,8 @@ class Outcome:
             "message": self.message,
             "equivalent": self.equivalent,
             "profile": self.profile,
+            "clauses": self.clauses,
+            "blocked": self.blocked,
             "diff": mutant.diff(source),
         }
 
@@ -93,6 +97,8 @@ class Journal:
             "failed": outcome.failed,
             "seconds": outcome.seconds,
             "message": outcome.message,
+            "clauses": outcome.clauses,
+            "blocked": outcome.blocked,
         }
         with open(str(self.path), "a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
@@ -126,8 +132,15 @@ def judge(outcome: Mapping) -> Dict:
     report = outcome.get("report")
     if outcome["status"] != grading.GRADED or not report:
         return {"verdict": ERROR, "seconds": seconds, "message": outcome.get("message", "")}
-    failed = sorted(clause for clause, entry in report["clauses"].items() if entry["verdict"] == "failed")
-    return {"verdict": KILLED if failed else SURVIVED, "failed": failed, "seconds": seconds}
+    clauses = {clause: str(entry["verdict"]) for clause, entry in report["clauses"].items()}
+    blocked = {
+        clause: str((entry.get("blocked_by") or [""])[0])
+        for clause, entry in report["clauses"].items()
+        if entry["verdict"] == "blocked"
+    }
+    failed = sorted(clause for clause, verdict in clauses.items() if verdict == "failed")
+    verdict = KILLED if failed else SURVIVED
+    return {"verdict": verdict, "failed": failed, "seconds": seconds, "clauses": clauses, "blocked": blocked}
 
 
 def kill(
@@ -155,12 +168,16 @@ def kill(
 
 
 def extended(settings: Settings) -> Settings:
-    """The same settings with the extended profile (lab.toml's `profile` line changed)."""
+    """The same settings with the extended profile: lab.toml's top-level `profile` line changed, or
+    one put first where it has none (a top-level key must come before any table)."""
     lines = settings.config_text.splitlines(True)
     chosen = [n for n, line in enumerate(lines) if line.replace(" ", "").startswith("profile=")]
-    if len(chosen) != 1:
-        raise ValueError("the configuration has no single `profile = ...` line to change")
-    lines[chosen[0]] = 'profile = "extended"\n'
+    if len(chosen) > 1:
+        raise ValueError("the configuration has more than one `profile = ...` line")
+    if chosen:
+        lines[chosen[0]] = 'profile = "extended"\n'
+    else:
+        lines.insert(0, 'profile = "extended"\n')
     return replace(settings, config_text="".join(lines))
 
 
@@ -186,6 +203,8 @@ def _kill_once(
                 kept["message"],
                 known.get(mutant.key, ""),
                 profile,
+                dict(kept.get("clauses", {})),
+                dict(kept.get("blocked", {})),
             )
             on_each(outcomes[mutant.name])
 
