@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from conformance import provenance  # noqa: E402
-from conformance.classroom.queue import Settings  # noqa: E402
+from conformance.classroom.queue import Settings, stop_on_signals  # noqa: E402
 from conformance.config import DEFAULT_FILE  # noqa: E402
 from conformance.selftest import generate, kill  # noqa: E402
 
@@ -61,6 +61,7 @@ def main() -> int:
     settings = replace(settings, timeout_s=timeout_s)
     print("the reference passes in %.1f s; each mutant's grading is bounded at %g s" % (base_s, timeout_s), flush=True)
 
+    stop_on_signals()  # the journal keeps what finished; the running gradings are stopped
     graded_at = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     count = [0]

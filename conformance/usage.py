@@ -7,6 +7,8 @@ import it, and neither imports the other back.
 import argparse
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+# Stopped by Ctrl-C, kill or a closed terminal: the shell's 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):

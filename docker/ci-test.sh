@@ -65,6 +65,18 @@ else pass "lab image: no reference runner"; fi
 rc=0; docker run --rm "${hardened[@]}" "$image-lab" --reference >"$work/lab-out" 2>"$work/lab-err" || rc=$?
 if [ "$rc" = 2 ] && [ "$(wc -l <"$work/lab-err")" = 1 ]; then pass "lab image, --reference: exit 2, $(cat "$work/lab-err")"
 else fail "lab image, --reference: exit $rc, $(head -3 "$work/lab-err")"; fi
+# The self-test needs the bundled correct runners: the lab image has none and says so; the grading
+# image has them (root-only, as the reference) and a wrong runner of the zoo is judged there.
+rc=0; docker run --rm "${hardened[@]}" --entrypoint /usr/local/bin/pyops-conformance "$image-lab" selftest \
+    >"$work/selftest-out" 2>"$work/selftest-err" || rc=$?
+if [ "$rc" = 2 ] && [ "$(wc -l <"$work/selftest-err")" = 1 ] && grep -q "lab image leaves out" "$work/selftest-err"; then
+    pass "lab image, selftest: exit 2, $(cat "$work/selftest-err")"
+else fail "lab image, selftest: exit $rc, $(head -3 "$work/selftest-err")"; fi
+rc=0; docker run --rm "${hardened[@]}" --entrypoint /usr/local/bin/pyops-conformance "$image" selftest \
+    -k exit-0-on-failure >"$work/selftest-out" 2>&1 || rc=$?
+if [ "$rc" = 0 ] && grep -q "^wrong runners of the zoo: 1 of 1 fail their own clause" "$work/selftest-out"; then
+    pass "grading image, selftest -k exit-0-on-failure: $(tail -1 "$work/selftest-out")"
+else fail "grading image, selftest: exit $rc, $(tail -5 "$work/selftest-out" | tr '\n' ' ')"; fi
 lab_python=$(docker run --rm --network none "$image-lab" sh -c 'command -v python3; python3 -c "import conformance" 2>&1 | tail -1')
 if [ "$lab_python" = "/usr/bin/python3
 ModuleNotFoundError: No module named 'conformance'" ]; then pass "lab image: python3 is the system's, which cannot import the suite"

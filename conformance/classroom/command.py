@@ -16,7 +16,6 @@ terminal (what finished is kept).
 import argparse
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
@@ -24,12 +23,12 @@ from typing import Optional, Sequence, Tuple
 from conformance import config, report, view
 from conformance.classroom import credentials, generations, grading
 from conformance.classroom.discover import NotASubmissionsFolder, discover
-from conformance.classroom.queue import Settings, run_local
+from conformance.classroom.queue import Settings, run_local, stop_on_signals
 from conformance.classroom.store import MARK, NotAClassFolder, Store
 from conformance.clauses import LANGUAGES
-from conformance.usage import EXIT_ERROR, Parser, UsageError
+from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, Parser, UsageError
 
-EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED = 0, 1
 # Checks of one grading at a time (the suite's -n).
 CHECKS_PER_GRADING = 4
 
@@ -131,10 +130,7 @@ def main_class(argv: Sequence[str]) -> int:
         def queue(jobs, settings, done):  # type: ignore[no-untyped-def]
             run_local(jobs, settings, parallel, done)
 
-    # kill and a closed terminal stop the batch as Ctrl-C does: the running gradings are each in
-    # a session of their own, so dying at once would leave them running with no one to wait.
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _stop_on_signal)
+    stop_on_signals()
     publish = options.approve or kept.published in (None, store.generation)
     try:
         batch.run(jobs, queue, progress)
@@ -185,10 +181,6 @@ def _rollback(out: Path) -> int:
     number = generations.Generations(out).rollback()
     print("generation %d is published again: %s" % (number, out / "grades.csv"))
     return EXIT_ALL_GRADED
-
-
-def _stop_on_signal(signum, frame):  # type: ignore[no-untyped-def]
-    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -4,6 +4,7 @@ Both take the same jobs and call back once per finished grading, on the caller's
 store and the progress bar are written from one place whatever the queue.
 """
 
+import signal
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -43,6 +44,19 @@ class Settings:
 
 
 Done = Callable[[Job, Dict], None]
+
+
+def stop_on_signals() -> None:
+    """kill, a closed terminal and Ctrl-C stop a batch alike: each raises KeyboardInterrupt, which
+    run_local answers by stopping the running gradings. They are each in a session of their own, so
+    dying at once would leave them running with no one to wait. SIGINT too, since a shell starts a
+    background job with it ignored, and `kill -INT` would then do nothing."""
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, _stop)
+
+
+def _stop(signum, frame):  # type: ignore[no-untyped-def]
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def run_local(jobs: List[Job], settings: Settings, parallel: int, done: Done) -> None:

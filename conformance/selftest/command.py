@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from conformance import provenance, report
 from conformance.classroom import grading
-from conformance.classroom.queue import Job, Settings, run_local
+from conformance.classroom.queue import Job, Settings, run_local, stop_on_signals
 from conformance.config import DEFAULT_FILE
-from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
+from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
 
 ROUNDS = 2  # a correct runner graded twice: a verdict that can differ between two runs is a defect
 DEFAULT_SEED = 29
@@ -94,7 +94,12 @@ def main(argv: Sequence[str]) -> int:
     settings = Settings(config_text, None, options.lang, options.workers, options.timeout)
     parallel = options.parallel or max(2, os.cpu_count() or 1)
     started = time.monotonic()
-    graded = run(settings, parallel, count, options.seed, options.keyword)
+    stop_on_signals()
+    try:
+        graded = run(settings, parallel, count, options.seed, options.keyword)
+    except KeyboardInterrupt:
+        print("selftest stopped: nothing is judged", file=sys.stderr)
+        return EXIT_INTERRUPTED
     seconds = time.monotonic() - started
     summary = summarize(graded, count, options.seed, seconds)
     print("\n".join(summary["lines"]))
