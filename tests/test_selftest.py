@@ -85,6 +85,22 @@ def test_without_the_bundled_runners_it_says_where_to_run_it(monkeypatch, capsys
     assert said.count("\n") == 1 and "the lab image leaves out" in said, said
 
 
+def test_a_selftest_without_mutants_needs_no_cosmic_ray():
+    # The grading image has no cosmic-ray (the `mutation` extra): the correct and wrong runners
+    # must still be graded there, and --mutants refused in one line.
+    code = (
+        "import sys\n"
+        "sys.modules['cosmic_ray'] = None  # an import of it now fails\n"
+        "from conformance.selftest import command, kill, page\n"
+        "settings = kill.extended(kill.Settings('profile = \"core\"\\n', None, 'en', 4, 60))\n"
+        "assert settings.config_text == 'profile = \"extended\"\\n'\n"
+        "sys.exit(command.main(['--mutants', '3']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--mutants needs cosmic-ray" in done.stderr
+
+
 def test_the_page_shows_what_a_survivor_changed_as_text():
     hostile = '<script>alert("x")</script>'
     survivor = command.Graded(

@@ -12,16 +12,20 @@ in its own scratch folder with its own labs and bounded by `timeout_s`. The unmo
 graded first: a suite that fails it would "kill" every mutant.
 """
 
+from __future__ import annotations
+
 import json
 import random
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from conformance.classroom import grading
 from conformance.classroom.queue import Job, Settings, run_local
-from conformance.selftest.generate import Mutant
+
+if TYPE_CHECKING:  # generate.py imports cosmic-ray, which a self-test without mutants does without
+    from conformance.selftest.generate import Mutant
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,7 +90,7 @@ class Journal:
     def get(self, profile: str, mutant: Mutant) -> Optional[Dict]:
         return self.entries.get((profile, mutant.key))
 
-    def add(self, outcome: "Outcome") -> None:
+    def add(self, outcome: Outcome) -> None:
         if self.path is None:
             return
         entry = {
