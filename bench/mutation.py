@@ -1,6 +1,7 @@
 """Mutation testing of the suite: generated mutants of the reference runner, graded by the core suite.
 
-    python bench/mutation.py [--sample N] [--seed S] [-j N] [-n N] [--timeout S] [--json FILE]
+    python bench/mutation.py [--sample N] [--seed S] [--again MATRIX] [-j N] [-n N] [--timeout S]
+                             [--json FILE] [--journal FILE]
 
 Every mutant conformance/selftest/generate.py makes of runner/runner.py (or a seeded sample of N) is
 graded as a learner's runner.py, J at a time, each grading bounded by --timeout (default: ten times
@@ -9,9 +10,12 @@ mutant, then the figures: mutants, killed, survived (each with its reviewed reas
 conformance/selftest/equivalent.toml lists it as equivalent), timeouts and errors (neither counted
 as killed), the score, kills per clause, wall time, CPU-seconds, mutants per minute. --json writes
 the whole kill matrix, with each mutant's diff; --journal keeps each outcome as it
-comes, so that a run of hours (the whole set) can be stopped and started again.
+comes, so that a run of hours (the whole set) can be stopped and started again. --again grades only
+the mutants an earlier run's --json did not kill: after a check is added for a survivor, this says
+whether it now dies, in minutes instead of the hour the whole set takes.
 
-Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml.
+Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml (or
+the unmodified reference fails), 2 on bad input, 130 when stopped (the journal keeps what was judged).
 """
 
 import argparse
@@ -42,6 +46,7 @@ def main() -> int:
     parser.add_argument("-j", dest="parallel", type=int, default=2, help="gradings at once (default: 2)")
     parser.add_argument("-n", dest="workers", type=int, default=4, help="checks at once within a grading")
     parser.add_argument("--timeout", type=float, help="seconds a grading may take")
+    parser.add_argument("--again", metavar="MATRIX", help="grade only the mutants this earlier --json did not kill")
     parser.add_argument("--json", help="write the kill matrix here")
     parser.add_argument(
         "--journal", help="keep each outcome here as it comes, and go on from it (a run stopped and started again)"
@@ -53,15 +58,31 @@ def main() -> int:
     mutants = generate.generate(source)
     made_s = time.monotonic() - started
     chosen = kill.sample(mutants, options.sample, options.seed)
+    if options.again:
+        try:
+            chosen = not_killed(chosen, Path(options.again))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(
+                "mutation: --again %s: not a kill matrix of this bench (%s)" % (options.again, error),
+                file=sys.stderr,
+            )
+            return 2
     print("%d mutants of %s made in %.1f s; grading %d" % (len(mutants), SOURCE.name, made_s, len(chosen)), flush=True)
 
     settings = Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", options.workers, 0)
-    base_s = kill.baseline(source, replace(settings, timeout_s=MIN_TIMEOUT_S * 5))
+    stop_on_signals()  # the journal keeps what finished; the running gradings are stopped
+    try:
+        base_s = kill.baseline(source, replace(settings, timeout_s=MIN_TIMEOUT_S * 5))
+    except kill.BaselineFailed as error:
+        print("mutation: %s" % error, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopped while grading the unmodified reference", file=sys.stderr)
+        return 130
     timeout_s = options.timeout or max(MIN_TIMEOUT_S, 10 * base_s)
     settings = replace(settings, timeout_s=timeout_s)
     print("the reference passes in %.1f s; each mutant's grading is bounded at %g s" % (base_s, timeout_s), flush=True)
 
-    stop_on_signals()  # the journal keeps what finished; the running gradings are stopped
     graded_at = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     count = [0]
@@ -89,7 +110,12 @@ def main() -> int:
         "configuration": provenance.sha256(settings.config_text.encode("utf-8")),
     }
     journal = kill.Journal(Path(options.journal) if options.journal else None, identity)
-    outcomes = kill.kill(chosen, settings, options.parallel, each, journal=journal)
+    try:
+        outcomes = kill.kill(chosen, settings, options.parallel, each, journal=journal)
+    except KeyboardInterrupt:
+        kept = " are kept in %s" % options.journal if options.journal else " are lost: --journal keeps them"
+        print("\nstopped: the %d mutants judged%s" % (count[0], kept), file=sys.stderr)
+        return 130
     wall_s = time.monotonic() - graded_at
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -141,6 +167,14 @@ def main() -> int:
         }
         Path(options.json).write_text(json.dumps(matrix, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 1 if figures["unexplained_survivors"] else 0
+
+
+def not_killed(mutants: list, matrix: Path) -> list:
+    """The mutants that an earlier kill matrix did not kill (survivors, timeouts, errors), known by
+    their keys, which name the same change when other lines of the reference move."""
+    earlier = json.loads(matrix.read_text(encoding="utf-8"))
+    keys = {entry["key"] for entry in earlier["mutants"] if entry["verdict"] != kill.KILLED}
+    return [mutant for mutant in mutants if mutant.key in keys]
 
 
 if __name__ == "__main__":

@@ -22,17 +22,21 @@ _PACKAGE = Path(__file__).resolve().parent
 IMAGE_BUILD_FILE = Path("/opt/pyops-lab/image-build")
 
 
+_NOT_THE_SUITE = {"__pycache__", "classroom", "fixtures", "selftest"}
+
+
 @functools.lru_cache(maxsize=None)
 def suite_fingerprint() -> str:
     """Which suite grades: a hash of its files and the fixtures it runs, so that a changed check
-    is a changed suite. The class tools themselves (classroom/) are left out: a better class
-    report is no reason to grade a class again. The same wherever the suite lives: installed, its
-    fixtures are a folder of the package, in a checkout they are beside it (both are hashed once,
-    from where the suite runs them)."""
+    is a changed suite. Left out: the class tools (classroom/), for a better class report is no
+    reason to grade a class again, and the suite's measure of itself (selftest/, with its reviewed
+    equivalents), for reviewing a mutant is no reason to grade the mutants again. The same wherever
+    the suite lives: installed, its fixtures are a folder of the package, in a checkout they are
+    beside it (both are hashed once, from where the suite runs them)."""
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*")):
         inside = path.relative_to(_PACKAGE)
-        if path.suffix in (".py", ".toml", ".sh") and not {"__pycache__", "classroom", "fixtures"} & set(inside.parts):
+        if path.suffix in (".py", ".toml", ".sh") and not _NOT_THE_SUITE & set(inside.parts):
             digest.update(str(inside).encode() + b"\0" + path.read_bytes() + b"\0")
     from conformance.sandbox import FIXTURES  # not inside the package in an editable install
 

@@ -338,3 +338,27 @@ def test_a_grading_killed_before_it_could_clean_up_leaves_nothing_running(monkey
             left.append(process.info["cmdline"])
     assert not left, "the stopped grading left these running: %s" % left
     assert not sandbox.labs_of(session), "the stopped grading left its labs"
+
+
+def test_the_suite_fingerprint_follows_the_checks_and_not_the_class_tools_nor_the_selftest(tmp_path, monkeypatch):
+    """A changed check is a changed suite (graded again); a better class report or a reviewed
+    mutant in selftest/equivalent.toml is not (a class, or a mutation journal, is kept)."""
+    import shutil
+
+    copy = tmp_path / "conformance"
+    shutil.copytree(str(Path(provenance.__file__).parent), str(copy), ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "_PACKAGE", copy)
+
+    def fingerprint_after(path, text):
+        with open(str(copy / path), "a", encoding="utf-8") as handle:
+            handle.write(text)
+        provenance.suite_fingerprint.cache_clear()
+        return provenance.suite_fingerprint()
+
+    try:
+        first = fingerprint_after("lab.toml", "")
+        assert fingerprint_after("selftest/equivalent.toml", "\n# reviewed\n") == first
+        assert fingerprint_after("classroom/report_html.py", "\n# a better page\n") == first
+        assert fingerprint_after("tests/test_s2_timeout.py", "\n# a changed check\n") != first
+    finally:
+        provenance.suite_fingerprint.cache_clear()

@@ -98,6 +98,33 @@ def test_a_core_survivor_is_graded_again_on_the_extended_profile():
     )
 
 
+def test_each_mutant_is_reported_once_with_its_final_verdict(mutants, monkeypatch):
+    """A core survivor is graded again on the extended profile; whoever listens (selftest's lines,
+    the bench's) hears of it once, with the verdict that stands, never first as a survivor."""
+    some = mutants[:3]  # killed on core; survives core and is killed by X2; survives both
+
+    def grade(jobs, settings, parallel, done):
+        extended = 'profile = "extended"' in settings.config_text
+        for job in jobs:
+            failed = {some[0].name: ("S2.1",), some[1].name: ("X2",) if extended else ()}.get(job.student, ())
+            done(job, {"status": grading.GRADED, "report": report(*failed), "seconds": 1})
+
+    monkeypatch.setattr(kill, "run_local", grade)
+    heard = []
+    settings = kill.Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", 4, 300)
+    outcomes = kill.kill(some, settings, 2, heard.append, known={})
+    assert [(o.mutant.name, o.verdict, o.profile) for o in heard] == [
+        (some[0].name, kill.KILLED, "core"),
+        (some[1].name, kill.KILLED, "extended"),
+        (some[2].name, kill.SURVIVED, "extended"),
+    ]
+    assert [(o.verdict, o.failed) for o in outcomes] == [
+        (kill.KILLED, ["S2.1"]),
+        (kill.KILLED, ["X2"]),
+        (kill.SURVIVED, []),
+    ]
+
+
 def test_a_journal_gives_back_what_the_same_suite_judged_and_nothing_else(mutants, tmp_path):
     path = tmp_path / "journal.jsonl"
     same = {"suite": "a", "source": "b", "configuration": "c"}

@@ -20,7 +20,7 @@ one does not, 2 when it cannot run (no correct runner here: the lab image has no
 import os
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -247,10 +247,9 @@ def _mutants(settings: Settings, parallel: int, count: int, seed: int, show) -> 
             "; ".join(problems) or outcome.verdict + (" (%s)" % ", ".join(outcome.failed) if outcome.failed else ""),
         )
 
-    outcomes = kill.kill(chosen, replace(settings), parallel, each)
-    # A core survivor is judged again on the extended profile: its last verdict is the one that stands.
-    last = {entry.name: entry for entry in entries}
-    return [last[outcome.mutant.name] for outcome in outcomes]
+    kill.kill(chosen, settings, parallel, each)
+    order = {mutant.name: n for n, mutant in enumerate(chosen)}
+    return sorted(entries, key=lambda entry: order[entry.name])
 
 
 def _unexpected(outcome) -> str:  # type: ignore[no-untyped-def]

@@ -157,10 +157,17 @@ def kill(
 ) -> List[Outcome]:
     """Grade every mutant on the configuration's profile, then each survivor again on the extended
     profile (a mistake the core clauses let through may be one an X clause catches: X2's 126, say);
-    return their outcomes in the mutants' order. Mutants the journal has judged are not graded again."""
+    return their outcomes in the mutants' order. `on_each` hears of each mutant once, with its final
+    verdict: a core survivor only after its extended grading. Mutants the journal has judged are not
+    graded again."""
     known = equivalents() if known is None else known
     journal = journal or Journal(None, {})
-    first = _kill_once(mutants, settings, parallel, on_each, known, "core", journal)
+
+    def final_on_core(outcome: Outcome) -> None:
+        if outcome.verdict != SURVIVED:
+            on_each(outcome)
+
+    first = _kill_once(mutants, settings, parallel, final_on_core, known, "core", journal)
     survivors = [outcome.mutant for outcome in first if outcome.verdict == SURVIVED]
     if not survivors:
         return first
