@@ -175,7 +175,10 @@ def parse_line(number: int, line: bytes) -> Record:
     except RecursionError:
         return _broken(number, line, "too_deep")
     except ValueError as error:  # json's JSONDecodeError: one line, so its column says where
-        return _broken(number, line, "not_json", getattr(error, "msg", str(error)), getattr(error, "colno", 0))
+        message = getattr(error, "msg", str(error))
+        if message.endswith(" at"):  # "Invalid control character at": the column follows
+            message = message[: -len(" at")]
+        return _broken(number, line, "not_json", message, getattr(error, "colno", 0))
     if not isinstance(value, dict):
         return _broken(number, line, "not_object", json_type(value))
     return Record(number, line, value=value)

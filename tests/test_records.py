@@ -265,3 +265,9 @@ def test_a_line_problem_is_worded_in_each_language(kind, lang):
     text = expect.line_problem(record, lang)
     assert text and (text == record.problem) == (lang == "en")
     assert lang == "en" or any(ord(c) > 127 for c in text), text
+
+
+def test_a_control_character_written_raw_in_a_string_is_not_json_and_says_where():
+    record = records.parse_line(1, b'{"cmd": ["a\x1fb"]}')
+    assert record.problem_kind == "not_json"
+    assert record.problem == "not JSON (Invalid control character, at column 12)"
