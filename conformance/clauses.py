@@ -146,8 +146,10 @@ _TABLE = [
         "S4.2",
         "without the marker it calls `/opt/fixtures/pyops/bin/apply.sh NAME`",
         "マーカーがなければ `/opt/fixtures/pyops/bin/apply.sh NAME` を呼ぶ",
-        "Run ['/opt/fixtures/pyops/bin/apply.sh', name] with the absolute path.",
-        "['/opt/fixtures/pyops/bin/apply.sh', name] を絶対パスで実行してください。",
+        "Run ['/opt/fixtures/pyops/bin/apply.sh', name] with the absolute path, for every NAME "
+        "(a NAME such as `help` is a name like any other, not a word for the runner).",
+        "['/opt/fixtures/pyops/bin/apply.sh', name] を絶対パスで実行してください。どの NAME でも同じです"
+        "(`help` のような NAME もほかの名前と同じで、runner への指示ではありません)。",
     ),
     (
         "S4.3",

@@ -20,6 +20,7 @@ ARGV_CASES = [
     ("japanese", ["printf", "%s", "こんにちは"], "こんにちは".encode()),
     ("runner-options", ["echo", "--retries", "3", "--timeout", "1"], b"--retries 3 --timeout 1\n"),
     ("second-dashes", ["echo", "--", "x"], b"-- x\n"),
+    ("help-words", ["echo", "-h", "--help", "help"], b"-h --help help\n"),
     ("glob", ["echo", "*"], b"*\n"),
     ("newline", ["printf", "%s\\n", "a\nb"], b"a\nb\n"),
     ("redirection", ["printf", "%s", "> out.txt"], b"> out.txt"),
