@@ -335,6 +335,20 @@ class AppliedTwice:
     next_name: Result
 
 
+def applied_once(result: Result, name: str) -> None:
+    """`apply NAME` ended with 0 and called apply.sh NAME once: S4.2's, also where another clause
+    (the marker, apply's runs.jsonl line) has nothing to judge without it."""
+    __tracebackhide__ = True
+    expect.exit_code(result, 0, "S4.2")
+    expect.that(
+        result.applied() == [name],
+        "S4.2",
+        expect.say("apply.sh called once with %r", "apply.sh が %r で 1 回だけ呼ばれる") % name,
+        expect.shown_applied(result.applied()),
+        result,
+    )
+
+
 def applied_twice(runner) -> AppliedTwice:
     """S4.1 (a second apply is a no-op), S5.1 (the lock file, free after a success) and S8.3 (a
     dry run after a real apply) judge it."""

@@ -233,6 +233,19 @@ def test_s7_2_attempt_counts_from_1(runner):
 
 
 @clause("S7.2")
+def test_s7_2_a_line_apply_writes_is_a_record_like_any_other(runner):
+    """Whether `apply` logs to runs.jsonl is the runner's choice (settled reading); a line it does
+    write follows S7.2: all five keys with their types, and its one run of apply.sh is attempt 1."""
+    result = runner.observe("apply", "db-migration")  # the apply S4.2 judges, played once
+    scenarios.applied_once(result, "db-migration")  # no apply made, no line of it to judge
+    records = expect.records(result, len(result.records()))
+    for key in KEYS:
+        for record in records:
+            expect.field(result, record, key)
+    expect.values_are(result, records, "attempt", list(range(1, len(records) + 1)), "S7.2")
+
+
+@clause("S7.2")
 def test_s7_2_attempt_restarts_at_1_for_each_run(runner):
     first, result = successive_runs(runner)[:2]
     expect.finished(first, "S7.2")
