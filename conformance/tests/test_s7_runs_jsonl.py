@@ -203,11 +203,21 @@ def test_s7_2_ts_is_iso_8601_and_now(runner):
         ["sh", "-c", "exit 0"],
         ["echo", "--retries", "1"],
         ["echo", "日本語", ""],
+        # Beyond the BMP: JSON escapes each as a surrogate pair, never as one \uXXXX.
+        ["echo", "\U0001f642 \U0001d11e"],
         # What JSON must escape: a quote, a backslash and every control character (NUL cannot be in
         # an argv). json.dumps does it; a line written by hand that misses one is not JSON (S7.1).
         ["true", 'a "quote", a \\ backslash', "".join(map(chr, range(1, 0x20))) + "\x7f"],
     ],
-    ids=["true", "space", "sh-c", "option-like", "unicode-and-empty", "quotes-and-control-characters"],
+    ids=[
+        "true",
+        "space",
+        "sh-c",
+        "option-like",
+        "unicode-and-empty",
+        "beyond-the-bmp",
+        "quotes-and-control-characters",
+    ],
 )
 def test_s7_2_cmd_is_the_argv_after_dashes(runner, command):
     record, result = one_record(runner, *command)
