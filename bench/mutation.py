@@ -11,8 +11,9 @@ conformance/selftest/equivalent.toml lists it as equivalent), timeouts and error
 as killed), the score, kills per clause, wall time, CPU-seconds, mutants per minute. --json writes
 the whole kill matrix, with each mutant's diff; --journal keeps each outcome as it
 comes, so that a run of hours (the whole set) can be stopped and started again. --again grades only
-the mutants an earlier run's --json did not kill: after a check is added for a survivor, this says
-whether it now dies, in minutes instead of the hour the whole set takes.
+the mutants an earlier run's --json did not kill and equivalent.toml does not list: after a check
+is added for a survivor, this says whether it now dies, in minutes instead of the hour the whole
+set takes.
 
 Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml (or
 the unmodified reference fails), 2 on bad input, 130 when stopped (the journal keeps what was judged).
@@ -46,7 +47,9 @@ def main() -> int:
     parser.add_argument("-j", dest="parallel", type=int, default=2, help="gradings at once (default: 2)")
     parser.add_argument("-n", dest="workers", type=int, default=4, help="checks at once within a grading")
     parser.add_argument("--timeout", type=float, help="seconds a grading may take")
-    parser.add_argument("--again", metavar="MATRIX", help="grade only the mutants this earlier --json did not kill")
+    parser.add_argument(
+        "--again", metavar="MATRIX", help="grade only what this earlier --json did not kill, bar listed equivalents"
+    )
     parser.add_argument("--json", help="write the kill matrix here")
     parser.add_argument(
         "--journal", help="keep each outcome here as it comes, and go on from it (a run stopped and started again)"
@@ -170,11 +173,13 @@ def main() -> int:
 
 
 def not_killed(mutants: list, matrix: Path) -> list:
-    """The mutants that an earlier kill matrix did not kill (survivors, timeouts, errors), known by
-    their keys, which name the same change when other lines of the reference move."""
+    """The mutants that an earlier kill matrix did not kill (survivors, timeouts, errors) and that
+    equivalent.toml does not list now, known by their keys, which name the same change when other
+    lines of the reference move: the findings still open."""
     earlier = json.loads(matrix.read_text(encoding="utf-8"))
+    known = kill.equivalents()
     keys = {entry["key"] for entry in earlier["mutants"] if entry["verdict"] != kill.KILLED}
-    return [mutant for mutant in mutants if mutant.key in keys]
+    return [mutant for mutant in mutants if mutant.key in keys and mutant.key not in known]
 
 
 if __name__ == "__main__":
