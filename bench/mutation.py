@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Set
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -56,20 +57,21 @@ def main() -> int:
     )
     options = parser.parse_args()
 
+    open_keys = None
+    if options.again:
+        try:
+            open_keys = open_findings(Path(options.again))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print("mutation: --again %s: not a kill matrix (%s)" % (options.again, error), file=sys.stderr)
+            return 2
+
     source = SOURCE.read_text(encoding="utf-8")
     started = time.monotonic()
     mutants = generate.generate(source)
     made_s = time.monotonic() - started
     chosen = kill.sample(mutants, options.sample, options.seed)
-    if options.again:
-        try:
-            chosen = not_killed(chosen, Path(options.again))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            print(
-                "mutation: --again %s: not a kill matrix of this bench (%s)" % (options.again, error),
-                file=sys.stderr,
-            )
-            return 2
+    if open_keys is not None:
+        chosen = [mutant for mutant in chosen if mutant.key in open_keys]
     print("%d mutants of %s made in %.1f s; grading %d" % (len(mutants), SOURCE.name, made_s, len(chosen)), flush=True)
 
     settings = Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", options.workers, 0)
@@ -172,14 +174,17 @@ def main() -> int:
     return 1 if figures["unexplained_survivors"] else 0
 
 
-def not_killed(mutants: list, matrix: Path) -> list:
-    """The mutants that an earlier kill matrix did not kill (survivors, timeouts, errors) and that
-    equivalent.toml does not list now, known by their keys, which name the same change when other
-    lines of the reference move: the findings still open."""
+def open_findings(matrix: Path) -> Set[str]:
+    """The keys of the mutants an earlier kill matrix did not kill (survivors, timeouts, errors)
+    and equivalent.toml does not list now: the findings still open. A key names the same change
+    when other lines of the reference move."""
     earlier = json.loads(matrix.read_text(encoding="utf-8"))
     known = kill.equivalents()
-    keys = {entry["key"] for entry in earlier["mutants"] if entry["verdict"] != kill.KILLED}
-    return [mutant for mutant in mutants if mutant.key in keys and mutant.key not in known]
+    return {
+        str(entry["key"])
+        for entry in earlier["mutants"]
+        if entry["verdict"] != kill.KILLED and entry["key"] not in known
+    }
 
 
 if __name__ == "__main__":

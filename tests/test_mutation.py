@@ -1,5 +1,11 @@
 """Generated mutants of the reference (conformance/selftest): how they are made, and how judged."""
 
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
@@ -12,6 +18,7 @@ from conformance.selftest import generate, kill  # noqa: E402
 from tests.grading import REFERENCE  # noqa: E402
 
 SOURCE = REFERENCE.read_text(encoding="utf-8")
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "mutation.py"
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +162,34 @@ def test_a_mutant_whose_cleanup_sends_sigterm_where_sigkill_is_due_is_killed_by_
     assert [(outcome.verdict, outcome.failed, outcome.profile) for outcome in outcomes] == [
         (kill.KILLED, ["S6.4"], "core")
     ], outcomes
+
+
+def bench_module():
+    """bench/mutation.py, a script, loaded as a module."""
+    spec = importlib.util.spec_from_file_location("mutation_bench", str(BENCH))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_again_grades_only_what_the_earlier_run_left_open(mutants, tmp_path):
+    known = kill.equivalents()
+    unlisted = [mutant.key for mutant in mutants if mutant.key not in known][:3]
+    listed = sorted(known)[0]
+    matrix = tmp_path / "full.json"
+    verdicts = [kill.KILLED, kill.SURVIVED, kill.TIMEOUT]
+    entries = [{"key": key, "verdict": verdict} for key, verdict in zip(unlisted, verdicts)]
+    matrix.write_text(json.dumps({"mutants": entries + [{"key": listed, "verdict": kill.SURVIVED}]}))
+    assert bench_module().open_findings(matrix) == set(unlisted[1:])
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"mutants": [{"verdict": "survived"}]}', "[]"])
+def test_again_with_a_file_that_is_not_a_kill_matrix_is_refused_in_one_line(content, tmp_path):
+    matrix = tmp_path / "full.json"
+    if content is not None:
+        matrix.write_text(content)
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--again", str(matrix)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("mutation: --again ") and done.stderr.count("\n") == 1, done.stderr
