@@ -55,10 +55,12 @@ def test_a_grading_records_what_produced_it(tmp_path):
 @pytest.mark.parametrize("source", ["reference", "wrong"])
 def test_a_replay_of_a_report_beside_its_runner_finds_the_same_verdicts(tmp_path, source):
     runner = REFERENCE if source == "reference" else build(WRONG, tmp_path / "wrong")
-    graded_beside(tmp_path / "r", runner, "--clause", "S1")
+    graded = graded_beside(tmp_path / "r", runner, "--clause", "S1")
+    checks = len(graded.report["tests"])  # S1's checks, however many the suite has
+    assert checks > 30
     replayed = replay(tmp_path / "r" / "results.json")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert replayed.stdout.strip().endswith("same verdicts (3 clauses, 34 checks)"), replayed.stdout
+    assert replayed.stdout.strip().endswith("same verdicts (3 clauses, %d checks)" % checks), replayed.stdout
 
 
 def test_a_replay_refuses_a_runner_that_is_not_the_recorded_one(tmp_path):
