@@ -77,7 +77,11 @@ def run(grading_argv: Sequence[str], runner: Path, lang: str) -> int:
         print("pyops-conformance: error: %s" % WORDS[lang]["missing"], file=sys.stderr)
         return EXIT_ERROR
     words = WORDS[lang]
-    signal.signal(signal.SIGTERM, _as_interrupt)  # `kill` ends the watch as Ctrl-C does
+    # `kill` ends the watch as Ctrl-C does. SIGINT is caught here too, not left to Python's
+    # default: a shell's background job, or a pytest-xdist worker's child, starts with it ignored,
+    # and Python then installs no handler of its own.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _as_interrupt)
     saved, stop = threading.Event(), threading.Event()
 
     def watching() -> None:

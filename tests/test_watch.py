@@ -44,6 +44,9 @@ class Watching:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # Started as a shell starts a background job (and as a pytest-xdist worker's children
+            # start): with SIGINT ignored. Ctrl-C must end the watch all the same.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
         self.lines = queue.Queue()
         self.seen = []
