@@ -33,6 +33,7 @@ from conformance import (
 )
 from conformance.blocking import Blocked, Canary
 from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
+from conformance.inert import inert
 from conformance.observations import Observations
 from conformance.processes import SESSION_VAR, Driver, begin_session, driving, reap, session_id
 from conformance.restore import Snapshot
@@ -515,7 +516,7 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     ):  # a lab file a check reads is a link, a FIFO...: the runner's failure
         error = expect.refusal(error)
     if isinstance(error, expect.ClauseFailure):
-        test_report.longrepr = str(error)  # the teaching message, not a traceback
+        test_report.longrepr = inert(str(error))  # the teaching message, not a traceback, shown as text
         test_report.user_properties.append(("message", str(error)))
         # A failure of another clause than the check's own is that clause's to answer for; the
         # check's clause is blocked by it (verdicts.py).

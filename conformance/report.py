@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from conformance import verdicts
 from conformance.clauses import CLAUSES, display_width, steps_for
+from conformance.inert import inert
 
 STEP_TITLES = {
     "S1": "run a command, pass its output and exit code",
@@ -90,13 +91,16 @@ class Outcomes:
             entry["not_judged"] = True
         for key in ("blocked_by", "blocked_because", "does_not_compile", "charged"):  # whose failure (verdicts.py)
             if key in props:
-                entry[key] = props[key]
+                entry[key] = inert(props[key]) if key == "blocked_because" else props[key]
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
             if outcome == "skipped" and isinstance(test_report.longrepr, tuple):
-                entry["message"] = str(test_report.longrepr[2])
+                message = str(test_report.longrepr[2])
             else:
-                entry["message"] = props.get("message", "")
+                message = props.get("message", "")
+            # The one place a message enters the report: what every view, file and platform
+            # shows of it quotes a runner's output as text (inert.py).
+            entry["message"] = inert(message)
 
     def as_list(self) -> List[Dict]:
         return [dict(t, outcome=t["outcome"] or "error") for t in self._tests.values()]
