@@ -1,13 +1,18 @@
 """`pyops-conformance replay RECORD`: grade a recorded runner again as its record says it was
-graded, and say whether the verdicts are the same.
+graded, and say whether the grade is the same.
 
-RECORD is a student's folder in a class (its results.json, whose runner is the submission) or a
-results.json next to its runner.py. The record's provenance (provenance.py) gives the runner's
-sha256 (a different file is refused), the configuration's text, the profile, language and
-selection of checks. The interpreter is the suite's default (or --python), never the one the
-record names: a record may come from a learner, and the grader would run it. Exit 0 when every
-clause and check has its recorded verdict, 1 when one differs (each is listed with both
-messages), 2 when it cannot be replayed.
+RECORD is a student's folder in a class (its results.json beside the runner.py the class kept)
+or a results.json next to its runner.py. A record may come from a learner, so it decides nothing
+it could use to pass:
+- the runner graded is the runner.py beside the record, or --runner FILE, never a path the record
+  names; it must be the file the record's provenance names (its sha256), and the replay says which
+  file it grades;
+- the configuration is the course's (the suite's lab.toml, or --config FILE), never the record's:
+  a record graded under another configuration is a difference;
+- the interpreter is the suite's default (or --python), never the one the record names.
+The record's selection (language, clauses, -k) is kept, and said: a record of part of the lab
+replays that part. Exit 0 when the configuration, the score and every clause's and check's verdict
+are as recorded, 1 when one differs (each is listed), 2 when it cannot be replayed.
 """
 
 import json
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from conformance import labfiles, provenance
+from conformance.config import DEFAULT_FILE
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
 
 REPORT = "results.json"
@@ -35,28 +41,29 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("-n", dest="workers", type=int, help="checks run at once (default: as a grading's)")
     parser.add_argument("--python", metavar="EXE", help="the interpreter that runs the runner (default: the suite's)")
     parser.add_argument(
-        "--runner", metavar="FILE", help="the recorded runner, where the record's own place for it is not"
+        "--runner", metavar="FILE", help="the recorded runner, where it is not the runner.py beside the record"
     )
     parser.add_argument(
-        "--config", metavar="FILE", help="grade with this configuration, not the recorded one (a changed lab.toml)"
+        "--config",
+        metavar="FILE",
+        help="the course's configuration, which the record must match (default: the suite's)",
     )
     try:
         options = parser.parse_args(argv)
-        recorded, runner = locate(Path(options.record), options.runner)
-        config_text = _read_config(options.config) if options.config else None
-        return replay(recorded, runner, options.workers, config_text, options.python)
+        recorded, runner_path, runner = locate(Path(options.record), options.runner)
+        config_text = _read_config(options.config or str(DEFAULT_FILE))
+        return replay(recorded, runner_path, runner, config_text, options.workers, options.python)
     except UsageError as error:
         print("pyops-conformance replay: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
 
 
-def locate(record: Path, named: Optional[str] = None) -> Tuple[Dict, bytes]:
-    """The recorded report and its runner's bytes, checked to be the recorded file: `named`, else
-    the runner.py beside the report, else the one the report names (a class's submission, named
-    from the folder above the submissions: tried from here and from above the class folder).
+def locate(record: Path, named: Optional[str] = None) -> Tuple[Dict, Path, bytes]:
+    """The recorded report, the runner's path and its bytes, checked to be the recorded file: `named`,
+    else the runner.py beside the report. Never a runner the report names: a learner could hand in
+    the record of another file (the bundled reference, say) beside a runner of their own.
 
-    A record folder may be a learner's (a results.json beside a runner.py), and a report names its
-    runner: both are read as lab files are (labfiles.py), never through a link at their name, never
+    Both files are read as lab files are (labfiles.py), never through a link at their name, never
     blocking on a FIFO, never more than a cap. The replay grades the bytes checked here, a copy, so
     that nothing swapped in afterwards is graded."""
     report_file = record / REPORT if record.is_dir() else record
@@ -66,27 +73,21 @@ def locate(record: Path, named: Optional[str] = None) -> Tuple[Dict, bytes]:
         raise UsageError("%s: no provenance recorded (graded by an older suite): grade it anew" % report_file)
     if not isinstance(kept.get("configuration", {}).get("text"), str) or not isinstance(recorded.get("profile"), str):
         raise UsageError("%s: its provenance has no configuration or profile to replay with" % report_file)
-    named_in_report = Path(str(recorded.get("runner", "")))
-    candidates = [Path(named)] if named else [report_file.parent / RUNNER, named_in_report]
-    if not named and not named_in_report.is_absolute():
-        candidates.append(report_file.resolve().parent.parent.parent / named_in_report)
+    path = Path(named) if named else report_file.parent / RUNNER
     wanted, size = kept["runner"].get("sha256"), kept["runner"].get("size")
     # The recorded size is the cap: a larger file cannot be the recorded one, and is left unread.
     limit = size if isinstance(size, int) and 0 <= size <= RUNNER_LIMIT else RUNNER_LIMIT
-    found = [(path, labfiles.read(path.parent, path.name, limit)) for path in candidates]
-    for _, read in found:
-        if read.data and provenance.sha256(read.data) == wanted:
-            return recorded, read.data
-    for path, read in found:
-        if read.refused and read.refused != "too_large":
-            raise UsageError(
-                "%s is %s: a replay reads only a regular file, the runner itself"
-                % (path, labfiles.what(read.refused, limit, labfiles.KINDS))
-            )
-    there = [path for path, read in found if read.exists]
-    if not there:
-        raise UsageError("%s: the recorded runner is missing (looked for %s)" % (report_file, candidates[0]))
-    raise UsageError("%s is not the recorded runner (its sha256 differs from the record's)" % there[0])
+    read = labfiles.read(path.parent, path.name, limit)
+    if not read.exists:
+        raise UsageError("%s: the recorded runner is missing (looked for %s)" % (report_file, path))
+    if read.refused and read.refused != "too_large":
+        raise UsageError(
+            "%s is %s: a replay reads only a regular file, the runner itself"
+            % (path, labfiles.what(read.refused, limit, labfiles.KINDS))
+        )
+    if read.refused or provenance.sha256(read.data) != wanted:
+        raise UsageError("%s is not the recorded runner (its sha256 differs from the record's)" % path)
+    return recorded, path, read.data
 
 
 def _read_report(report_file: Path) -> Dict:
@@ -113,30 +114,33 @@ def _read_config(path: str) -> str:
 
 def replay(
     recorded: Mapping,
+    runner_path: Path,
     runner: bytes,
-    workers: Optional[int],
-    config_text: Optional[str] = None,
+    config_text: str,
+    workers: Optional[int] = None,
     python: Optional[str] = None,
 ) -> int:
-    """Grade the runner `runner` (its bytes) as `recorded` was graded (with `config_text` instead
-    of the recorded configuration, if given) and print how the verdicts compare."""
+    """Grade `runner` (the bytes read from `runner_path`) under the course's `config_text`, with the
+    record's selection, and print how configuration, score and verdicts compare with `recorded`."""
     kept = recorded["provenance"]
+    print("grading %s (sha256 %s)" % (runner_path, provenance.sha256(runner)), flush=True)
+    selection = kept.get("selection") if isinstance(kept.get("selection"), dict) else {}
+    clauses, keyword = [str(clause) for clause in selection.get("clauses") or []], selection.get("keyword")
+    if clauses or keyword:
+        only = " ".join(clauses) + (" -k %s" % keyword if keyword else "")
+        print("replayed as recorded: only %s" % only.strip())
     with tempfile.TemporaryDirectory(prefix="pyops-replay-") as scratch:
         runner_file = Path(scratch) / RUNNER
         runner_file.write_bytes(runner)
         config_file = Path(scratch) / "lab.toml"
-        config_file.write_text(kept["configuration"]["text"] if config_text is None else config_text, encoding="utf-8")
+        config_file.write_text(config_text, encoding="utf-8")
         report_file = Path(scratch) / REPORT
         argv = [sys.executable, "-m", "conformance", "--runner", str(runner_file), "--config", str(config_file)]
-        argv += ["--json", str(report_file)]
-        if config_text is None:  # the recorded profile; a new configuration brings its own
-            argv += ["--profile", recorded["profile"]]
-        selection = kept.get("selection", {})
-        argv += ["--lang", str(selection.get("lang", "en"))]
-        for clause in selection.get("clauses", []):
-            argv += ["--clause", str(clause)]
-        if selection.get("keyword"):
-            argv += ["-k", str(selection["keyword"])]
+        argv += ["--json", str(report_file), "--lang", str(selection.get("lang", "en"))]
+        for clause in clauses:
+            argv += ["--clause", clause]
+        if keyword:
+            argv += ["-k", str(keyword)]
         # Never the interpreter the record names: a record may come from a learner, and the grader
         # would run that program. The suite's default (or --python) runs the runner, as it grades.
         if python:
@@ -148,20 +152,36 @@ def replay(
             sys.stdout.write(done.stdout.decode("utf-8", "replace"))
             raise UsageError("the replay could not grade (exit %d)" % done.returncode)
         now = json.loads(report_file.read_text(encoding="utf-8"))
+    differences = []
     for part in provenance.differences(kept, now.get("provenance", {})):
-        print("the %s differs from the record's: verdicts may differ for that reason" % part)
+        if part == "configuration":  # the course's: a record graded under another is not this grade
+            differences.append("the configuration differs from the record's: it was not graded under the course's")
+        else:
+            print("the %s differs from the record's: verdicts may differ for that reason" % part)
     was, is_now = kept.get("interpreter", {}), now.get("provenance", {}).get("interpreter", {})
     if (was.get("path"), was.get("version")) != (is_now.get("path"), is_now.get("version")):
         print(
             "recorded with %s (%s), replayed with %s (%s)"
             % (was.get("path"), was.get("version") or "?", is_now.get("path"), is_now.get("version") or "?")
         )
-    changed = compare(recorded, now)
-    if not changed:
-        print("same verdicts (%d clauses, %d checks)" % (len(now["clauses"]), len(now["tests"])))
+    if recorded.get("score") != now.get("score"):
+        differences.append("score: %s -> %s" % (_points(recorded.get("score")), _points(now.get("score"))))
+    differences += compare(recorded, now)
+    if not differences:
+        print(
+            "same grade: score %s, same verdicts (%d clauses, %d checks)"
+            % (_points(now.get("score")), len(now["clauses"]), len(now["tests"]))
+        )
         return EXIT_PASSED
-    print("\n".join(changed))
+    print("\n".join(differences))
     return EXIT_FAILED
+
+
+def _points(score: object) -> str:
+    """A report's score as `earned/most`, or what stands in its place in a record."""
+    if isinstance(score, dict) and {"points", "max_points"} <= set(score):
+        return "%g/%g" % (score["points"], score["max_points"])
+    return json.dumps(score)[:60]
 
 
 def compare(recorded: Mapping, now: Mapping) -> List[str]:

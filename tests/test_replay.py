@@ -60,6 +60,11 @@ def test_a_replay_of_a_report_beside_its_runner_finds_the_same_verdicts(tmp_path
     assert checks > 30
     replayed = replay(tmp_path / "r" / "results.json")
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    graded_file = tmp_path / "r" / "runner.py"
+    assert replayed.stdout.startswith(
+        "grading %s (sha256 %s)\n" % (graded_file, provenance.sha256(runner.read_bytes()))
+    )
+    assert "replayed as recorded: only S1\n" in replayed.stdout, replayed.stdout
     assert replayed.stdout.strip().endswith("same verdicts (3 clauses, %d checks)" % checks), replayed.stdout
 
 
@@ -106,7 +111,7 @@ def test_a_class_folder_replays_the_same_and_a_changed_configuration_differs(tmp
     assert changed.read_text() != DEFAULT_FILE.read_text(encoding="utf-8")
     replayed = replay(out / "bob", "--config", changed)
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr
-    assert replayed.stdout.startswith("the configuration differs from the record's"), replayed.stdout
+    assert "\nthe configuration differs from the record's" in replayed.stdout, replayed.stdout
     assert "clause X1: absent -> " in replayed.stdout, replayed.stdout
 
 
@@ -125,6 +130,39 @@ def test_a_replay_never_runs_an_interpreter_the_record_names(tmp_path):
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert not ran.exists(), "the replay ran the interpreter the record named"
     assert "recorded with %s" % fake in replayed.stdout, replayed.stdout
+
+
+def test_a_record_of_another_runner_is_refused_and_never_graded(tmp_path):
+    # A learner hands in a runner that does nothing beside the record of a reference grading whose
+    # runner they renamed to the bundled reference's path: the replay must not grade that file.
+    graded_beside(tmp_path / "theirs", REFERENCE, "--clause", "S1.3")
+    record = json.loads((tmp_path / "theirs" / "results.json").read_text())
+    record["runner"] = str(REFERENCE)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "results.json").write_text(json.dumps(record))
+    (tmp_path / "mine" / "runner.py").write_text("pass\n")
+    replayed = replay(tmp_path / "mine")
+    assert replayed.returncode == 2 and replayed.stderr.count("\n") == 1, replayed.stdout + replayed.stderr
+    assert "mine/runner.py is not the recorded runner" in replayed.stderr, replayed.stderr
+    assert "grading" not in replayed.stdout, replayed.stdout
+
+
+def test_a_record_graded_under_a_configuration_of_its_own_does_not_replay_as_the_same(tmp_path):
+    # A runner that fails S1.3, graded under a learner's lab.toml that puts every point on S2: its
+    # record says full marks. The course's configuration is the one a replay judges it by.
+    theirs = tmp_path / "theirs.toml"
+    theirs.write_text(DEFAULT_FILE.read_text(encoding="utf-8").replace("S1 = 3", "S1 = 0").replace("S2 = 4", "S2 = 28"))
+    graded = graded_beside(
+        tmp_path / "r", build(WRONG, tmp_path / "wrong"), "--clause", "S1.3", "--config", str(theirs)
+    )
+    assert graded.report["score"] == {"points": 0.0, "max_points": 0.0}, graded.report["score"]
+    replayed = replay(tmp_path / "r")
+    assert replayed.returncode == 1, replayed.stdout + replayed.stderr
+    assert "the configuration differs from the record's" in replayed.stdout, replayed.stdout
+    assert "score: 0/0 -> 0/3" in replayed.stdout, replayed.stdout
+    # Under the configuration it was graded with, a replay of the same file says so, and passes.
+    replayed = replay(tmp_path / "r", "--config", theirs)
+    assert replayed.returncode == 0 and "same grade: score 0/0" in replayed.stdout, replayed.stdout
 
 
 def hand_made_record(folder, runner_bytes, names=None):
