@@ -45,6 +45,7 @@ from conformance.sandbox import (
     SHARED,
     SUB_DIR,
     LabMaker,
+    claim_owner_files,
     probe_chroot,
     probe_namespace,
     remove_abandoned_labs,
@@ -194,6 +195,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pyops["ahead"] = played_ahead(config)  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     remove_abandoned_labs()  # what gradings killed earlier left (SIGKILL, a lost container)
+    if config.pyops["isolation"] != CHROOT:  # type: ignore[attr-defined]
+        claim_owner_files(other_uid=config.pyops["runner_user"] == identity.OWN)  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
     config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]

@@ -655,11 +655,15 @@ PASSABLE_TMP = ("/tmp", "/var/tmp")
 
 def labs_folder(user: Optional[RunnerUser]) -> str:
     """Where labs are made: a roomy /dev/shm, or the temporary folder; one the runner's uid can pass."""
-    candidates = [tempfile.gettempdir()] + (list(PASSABLE_TMP) if user is not None else [])
+    return _labs_folder(other_uid=user is not None)
+
+
+def _labs_folder(other_uid: bool) -> str:
+    candidates = [tempfile.gettempdir()] + (list(PASSABLE_TMP) if other_uid else [])
     if not any(os.environ.get(name) for name in TMP_VARIABLES) and _room_in(MEMORY_TMP) >= MEMORY_TMP_ROOM:
         candidates.insert(0, MEMORY_TMP)
     for folder in candidates:
-        if user is None or closed_ancestor(Path(folder) / "lab") is None:
+        if not other_uid or closed_ancestor(Path(folder) / "lab") is None:
             return folder
     raise OSError("no temporary folder that the runner's uid can reach (tried %s)" % ", ".join(candidates))
 
@@ -693,6 +697,17 @@ def _owner_in(folder: str) -> str:
         _owners[folder] = owner  # the descriptor stays open (and locked) until the process ends
         atexit.register(_let_go, os.path.join(folder, OWNER_PREFIX + owner), os.getpid())
     return _owners[folder]
+
+
+def claim_owner_files(other_uid: bool) -> None:
+    """Make this grading's owner files now, in each folder its labs may be made in, before any
+    check process is forked: a fork that made one of its own would end with os._exit, its atexit
+    never run, and leave the file behind. Forks inherit these, lock and all."""
+    for runs_as_other_uid in sorted({False, other_uid}):
+        try:
+            _owner_in(_labs_folder(runs_as_other_uid))
+        except OSError:
+            pass  # no such folder here: the first lab says why, as it did without this
 
 
 def _let_go(path: str, maker: int) -> None:
