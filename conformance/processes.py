@@ -32,6 +32,7 @@ from conformance.libc import LIBC
 from conformance.observations import Observations
 from conformance.result import LOCK_CLAUSE, ProcessInfo, Result
 from conformance.sandbox import CHROOT, NAMESPACE, STATE_DIR, SUB_DIR, Lab, mount_own_processes, remove_labs_of
+from conformance.syscall_filter import refuse_namespaces_and_mounts
 
 TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
@@ -314,6 +315,7 @@ def _stand_between(
         os.close(tell_pid)  # the runner must not hold it: the harness reads it to its end
         if user is not None:
             user.drop()
+        refuse_namespaces_and_mounts()  # last: the grader's own setup needed both (syscall_filter.py)
 
     return preexec
 

@@ -740,3 +740,36 @@ def test_the_labs_of_a_killed_grading_are_removed_by_the_next_one(tmp_path):
     assert not any(lab.exists() for lab in left) and session not in mounts, "labs of the killed grading left"
     owners = {lab.parent / (sandbox.OWNER_PREFIX + lab.name.split("-o")[1][:16]) for lab in left}
     assert not [owner for owner in owners if owner.exists()], "owner files of the killed grading left"
+
+
+# Makes a user namespace of its own, where it is root, and mounts a tmpfs of 1 GB there: memory in
+# no process's RSS, past the bounds of the lab and of the private temporary folders. It says how
+# far it got, then writes 64 MB into it when it can.
+OWN_TMPFS = """import ctypes, os, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+def said():
+    return os.strerror(ctypes.get_errno())
+folder = tempfile.mkdtemp()
+if libc.unshare(0x10000000 | 0x00020000) != 0:
+    got = 'unshare: ' + said()
+elif libc.mount(b'tmpfs', folder.encode(), b'tmpfs', 0, b'size=1g') != 0:
+    got = 'mount: ' + said()
+else:
+    got = 'mounted'
+with open(%r, 'a') as told:
+    told.write(got + '\\n')
+for number in range(64 if got == 'mounted' else 0):
+    with open(os.path.join(folder, 'fill%%d' %% number), 'wb') as fill:
+        fill.write(b'x' * (1 << 20))
+"""
+
+
+def test_a_runner_cannot_mount_a_memory_file_system_of_its_own(tmp_path, drop_box):
+    told = writable_by_all(drop_box / "got")
+    runner = tmp_path / "runner.py"
+    runner.write_text(OWN_TMPFS % str(told) + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    got = set(told.read_text().split("\n")[:-1])
+    assert got == {"unshare: Operation not permitted"}, got
+    # Refused, not broken: the reference's own calls (a child, a thread of the C library) still work.
+    assert graded.rc == 0, graded.explain()
