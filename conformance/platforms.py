@@ -6,17 +6,23 @@ GitHub Actions' job summary and error annotations.
 """
 
 import json
-from typing import Dict, List, Mapping, Tuple
+from typing import Collection, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from conformance import verdicts
 from conformance.clauses import CLAUSES, steps_for
 from conformance.config import POINT_UNIT, LabConfig
-from conformance.report import STEP_TITLES, step_table, verdict
+from conformance.report import STEP_TITLES, checks_of, step_table, verdict
+from conformance.report import summary as count_checks
 
 # PrairieLearn discards results.json files over 1 MB; stay well below, whatever runners print.
 PRAIRIELEARN_LIMIT = 900_000
 # Where a check's message is cut when the whole file would be too large.
 _CUTS = (None, 4000, 1000, 200)
+
+# Gradescope's visibilities, from the soonest a student sees a test to never. `after_published`
+# comes after `after_due_date`: publishing shows a student the grade, total and all, anyway.
+_VISIBLE = "visible"
+_SHOWN_ORDER = (_VISIBLE, "after_due_date", "after_published", "hidden")
 
 
 def score(report: Mapping, config: LabConfig) -> Dict[str, float]:
@@ -34,7 +40,14 @@ def step_scores(report: Mapping, config: LabConfig) -> Dict[str, Dict[str, float
 
 def gradescope(report: Mapping, config: LabConfig) -> Dict:
     """Gradescope's autograder format: one test per clause, in the lab's order, with its points
-    and visibility from the configuration and its verdict explained as output."""
+    and visibility from the configuration and its verdict explained as output.
+
+    Gradescope's autograder specification ("Controlling Test Case Visibility") hides a test until
+    its visibility says, and the total score while a test is not shown; it promises nothing of the
+    top-level output. So when a step is not visible, the top-level output lists and counts the
+    visible steps alone, the top-level `visibility` is the latest of the steps that carry points
+    (the total holds theirs), and the grading's stdout, which names every step, is hidden. With
+    every step visible, neither key is set (Gradescope's defaults: visible, stdout hidden)."""
     clauses = _clauses(report, config)
     lang = config.lang or "en"
     tests = []
@@ -46,18 +59,23 @@ def gradescope(report: Mapping, config: LabConfig) -> Dict:
                 "score": earned / POINT_UNIT,
                 "max_score": most / POINT_UNIT,
                 "status": "passed" if entry["verdict"] == verdicts.PASSED else "failed",
-                "output": verdicts.explain(entry, report["tests"], lang),
+                "output": _gradescope_explained(clause, entry, report["tests"], config, lang),
                 "visibility": config.visibility_of(clause),
                 "tags": [clause],
             }
         )
     total = _total(clauses)
+    visible_steps = [step for step in steps_for(report["profile"]) if _step_visibility(step, config) == _VISIBLE]
+    every_step_visible = len(visible_steps) == len(steps_for(report["profile"]))
     made = {
         "score": total["points"],
         "max_score": total["max_points"],
-        "output": _overview(report, lang),
+        "output": _overview(report, lang, None if every_step_visible else visible_steps),
         "tests": tests,
     }
+    if not every_step_visible:
+        made["visibility"] = _latest(config.visibility_of(clause) for clause, _, _, most in clauses if most)
+        made["stdout_visibility"] = "hidden"
     if report.get("provenance"):  # Gradescope stores extra_data with the submission, unshown
         made["extra_data"] = {"provenance": report["provenance"]}
     return made
@@ -170,10 +188,40 @@ def _clause_name(clause: str, lang: str) -> str:
     return "%s %s" % (clause, CLAUSES[clause].text(lang))
 
 
-def _overview(report: Mapping, lang: str) -> str:
-    """The step table and the summary: what a learner reads first."""
-    table = step_table(report["tests"], report["profile"], lang)
-    return "\n".join([_summary_line(report, lang)] + table).strip() + "\n"
+def _latest(visibilities: Iterable[str]) -> str:
+    """The visibility that shows last of `visibilities` (visible when there are none)."""
+    return max(visibilities, key=_SHOWN_ORDER.index, default=_VISIBLE)
+
+
+def _step_visibility(step: str, config: LabConfig) -> str:
+    """When Gradescope shows `step`: when it shows the last of its clauses."""
+    return _latest(config.visibility_of(clause) for clause in CLAUSES if CLAUSES[clause].step == step)
+
+
+_WITHHELD = {
+    "en": "blocked by a clause whose result is not shown yet: this clause could not be judged until "
+    "that is fixed (not charged here)",
+    "ja": "まだ公開されていない項目のためにブロックされました: "
+    "それを直すまでこの項目は判定できません(ここでは減点しません)",
+}
+
+
+def _gradescope_explained(clause: str, entry: Mapping, tests: List[Dict], config: LabConfig, lang: str) -> str:
+    """A clause's verdict explained, as Gradescope may show it with the clause: a clause blocked by
+    one shown later (an S7 check that ran into S3's retries, S3 hidden) neither names that one nor
+    quotes its failure: the blocking clause's test says it, when it is shown."""
+    blockers = entry.get("blocked_by") or []
+    own = config.visibility_of(clause)
+    if any(_SHOWN_ORDER.index(config.visibility_of(by)) > _SHOWN_ORDER.index(own) for by in blockers):
+        return _WITHHELD.get(lang, _WITHHELD["en"])
+    return verdicts.explain(entry, tests, lang)
+
+
+def _overview(report: Mapping, lang: str, listed: Optional[Collection[str]] = None) -> str:
+    """The step table and the summary: what a learner reads first. `listed`: the only steps it
+    shows and counts (default: every step)."""
+    table = step_table(report["tests"], report["profile"], lang, listed)
+    return "\n".join([_summary_line(report, lang, listed)] + table).strip() + "\n"
 
 
 def _name(test: Mapping) -> str:
@@ -188,15 +236,22 @@ _SUMMARY_WORDS = {
 }
 
 
-def _summary_line(report: Mapping, lang: str = "en") -> str:
-    judged = verdicts.of_tests(report["tests"]).values()
+def _summary_line(report: Mapping, lang: str = "en", listed: Optional[Collection[str]] = None) -> str:
+    """The clauses passed and the checks passed, in a line; of the `listed` steps alone if given
+    (each clause's verdict is still judged from every check)."""
+    judged = [
+        entry
+        for clause, entry in verdicts.of_tests(report["tests"]).items()
+        if listed is None or CLAUSES[clause].step in listed
+    ]
+    checks = report["summary"] if listed is None else count_checks(checks_of(report["tests"], listed))
     return _SUMMARY_WORDS.get(lang, _SUMMARY_WORDS["en"]) % {
         "profile": report["profile"],
         "isolation": report["isolation"],
         "passed": sum(entry["verdict"] == verdicts.PASSED for entry in judged),
         "clauses": len(judged),
-        "checks_passed": report["summary"]["passed"],
-        "checks": report["summary"]["total"],
+        "checks_passed": checks["passed"],
+        "checks": checks["total"],
     }
 
 

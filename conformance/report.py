@@ -5,7 +5,7 @@ import os
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence
 
 from conformance import verdicts
 from conformance.clauses import CLAUSES, display_width, steps_for
@@ -124,15 +124,27 @@ def steps(tests: List[Dict], profile: str) -> Dict[str, Dict[str, int]]:
     return table
 
 
+def checks_of(tests: List[Dict], listed: Collection[str]) -> List[Dict]:
+    """The checks of the clauses of the `listed` steps (by each check's own clause)."""
+    return [test for test in tests if test.get("clause") in CLAUSES and CLAUSES[test["clause"]].step in listed]
+
+
 def verdict(row: Mapping[str, int]) -> str:
     if row["total"] == 0:
         return "NOT RUN"
     return "PASS" if row["passed"] == row["total"] else "FAIL"
 
 
-def step_table(tests: List[Dict], profile: str, lang: str = "en") -> List[str]:
+def step_table(
+    tests: List[Dict], profile: str, lang: str = "en", listed: Optional[Collection[str]] = None
+) -> List[str]:
+    """A row per step (its clauses passed, of those judged) and a line counting the checks.
+    `listed`: the only steps to show (a platform may not show every step yet; default: all of the
+    profile's). Their rows are judged from all of `tests` (a check of one step can be charged to
+    another's clause); the count line counts the checks of the listed steps alone."""
     words = _TABLE_WORDS.get(lang, _TABLE_WORDS["en"])
-    titles = [words["titles"].get(step, "") for step in steps_for(profile)]
+    shown = [step for step in steps_for(profile) if listed is None or step in listed]
+    titles = [words["titles"].get(step, "") for step in shown]
     # Padded by display width: a Japanese character takes two columns.
     width = max([46] + [display_width(title) for title in titles])
     head = words["head"]
@@ -142,10 +154,11 @@ def step_table(tests: List[Dict], profile: str, lang: str = "en") -> List[str]:
         return "%s %s %s  %s" % (_pad(step, first), _pad(title, width), _pad(passed, 9, right=True), judged)
 
     lines = ["", row_line(*head)]
-    for (step, row), title in zip(steps(tests, profile).items(), titles):
-        judged = "%d/%d" % (row["passed"], row["total"])
-        lines.append(row_line(step, title, judged, words["verdicts"][verdict(row)]))
-    counts = summary(tests)
+    rows = steps(tests, profile)
+    for step, title in zip(shown, titles):
+        judged = "%d/%d" % (rows[step]["passed"], rows[step]["total"])
+        lines.append(row_line(step, title, judged, words["verdicts"][verdict(rows[step])]))
+    counts = summary(tests if listed is None else checks_of(tests, listed))
     lines.append(words["summary"] % (counts["passed"], counts["failed"], counts["error"], counts["skipped"]))
     return lines
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from conformance import config, platforms
 
 # The points of the two clauses of the report below (S1.1 and S2.3).
@@ -84,3 +86,90 @@ def test_github_summary_is_a_markdown_step_table_with_the_failures():
 def test_github_annotations_escape_what_workflow_commands_reserve():
     (line,) = platforms.github_annotations(report(passed=1, message="[S2.3] a, b: 100%\n  expected: 124"))
     assert line == "::error title=[S2.3] a%2C b%3A 100%25::[S2.3] a, b: 100%25%0A  expected: 124"
+
+
+# Visibility on Gradescope. Its autograder specification (gradescope-autograders.readthedocs.io,
+# "Controlling Test Case Visibility"): a test's visibility overrides the top-level one; "if test
+# cases are hidden, students will not be able to see their total score"; stdout is shown to
+# instructors only unless `stdout_visibility` says otherwise.
+POINTS = {"S1": 3, "S2": 1, "S3": 5, "S7": 3}
+RETRIES = "--retries with exponential backoff"  # S3's title in the step table
+
+
+def graded():
+    """S1.1 and S2.3 passed, S3.2 failed, and S7.1 blocked: its check ran into S3.1's defect."""
+    tests = [
+        {"id": "test_s1.py::test_ok", "clause": "S1.1", "outcome": "passed", "message": ""},
+        {"id": "test_s2.py::test_ok", "clause": "S2.3", "outcome": "passed", "message": ""},
+        {"id": "test_s3.py::test_backoff", "clause": "S3.2", "outcome": "failed", "message": "[S3.2] backoff 0 s"},
+        {"id": "test_s3.py::test_plain", "clause": "S3.1", "outcome": "passed", "message": ""},
+        {
+            "id": "test_s7.py::test_lines",
+            "clause": "S7.1",
+            "outcome": "failed",
+            "charged": "S3.1",
+            "message": "[S3.1] made 2 attempts",
+        },
+    ]
+    summary = {"passed": 3, "failed": 2, "errors": 0, "skipped": 0, "total": 5}
+    return {"profile": "core", "isolation": "namespace", "summary": summary, "tests": tests}
+
+
+def visibility(**steps):
+    return config.parse({"points": POINTS, "visibility": steps})
+
+
+def by_clause(result):
+    return {test["number"]: test for test in result["tests"]}
+
+
+def test_a_hidden_step_reaches_no_student_through_the_top_level():
+    result = platforms.gradescope(graded(), visibility(S3="hidden"))
+    # Its tests stay hidden, as configured...
+    assert by_clause(result)["S3.2"]["visibility"] == "hidden"
+    # ... and the overview lists and counts the shown steps alone: S3 is not named, its clauses
+    # and checks are not counted (S1.1 S2.3 passed, S7.1 blocked: 2 of 3; 2 of 3 checks).
+    assert "S3" not in result["output"] and RETRIES not in result["output"]
+    assert "2 of 3 clauses passed (2 of 3 checks)" in result["output"]
+    assert "2 passed, 1 failed, 0 errors, 0 skipped" in result["output"]
+    # The total, which holds S3's points, is hidden with it, and so is the grading's stdout.
+    assert result["visibility"] == "hidden" and result["stdout_visibility"] == "hidden"
+    assert result["score"] == 4  # still the grade: S1 3 + S2 1 (S3.1 is failed by S7's check)
+
+
+def test_a_visible_clause_blocked_by_a_hidden_one_does_not_quote_it():
+    blocked = by_clause(platforms.gradescope(graded(), visibility(S3="hidden")))["S7.1"]
+    assert blocked["visibility"] == "visible" and blocked["score"] == 0
+    assert "S3" not in blocked["output"] and "attempts" not in blocked["output"]
+    assert "not shown yet" in blocked["output"]
+    # Shown as soon as the clause that blocks it: then it says which, and why.
+    shown = by_clause(platforms.gradescope(graded(), visibility(S3="after_due_date", S7="hidden")))["S7.1"]
+    assert "blocked by S3.1" in shown["output"] and "made 2 attempts" in shown["output"]
+
+
+@pytest.mark.parametrize(
+    "steps,top",
+    [
+        ({"S3": "after_due_date"}, "after_due_date"),
+        ({"S3": "after_due_date", "S2": "after_published"}, "after_published"),
+        ({"default": "after_due_date", "S1": "visible", "S2": "hidden"}, "hidden"),
+    ],
+)
+def test_the_total_is_shown_when_the_last_step_is(steps, top):
+    result = platforms.gradescope(graded(), visibility(**steps))
+    assert result["visibility"] == top and result["stdout_visibility"] == "hidden"
+
+
+def test_a_hidden_step_worth_nothing_does_not_hide_the_total():
+    lab = config.parse({"points": dict(POINTS, S3=0), "visibility": {"S3": "hidden"}})
+    result = platforms.gradescope(graded(), lab)
+    assert result["visibility"] == "visible" and result["stdout_visibility"] == "hidden"
+    assert "S3" not in result["output"]
+
+
+def test_with_every_step_visible_gradescope_shows_what_it_always_did():
+    result = platforms.gradescope(graded(), visibility())
+    assert "visibility" not in result and "stdout_visibility" not in result  # Gradescope's defaults
+    assert RETRIES in result["output"] and "2 of 5 clauses passed (3 of 5 checks)" in result["output"]
+    blocked = by_clause(result)["S7.1"]
+    assert "blocked by S3.1" in blocked["output"] and "made 2 attempts" in blocked["output"]
