@@ -30,9 +30,11 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 from conformance import config, platforms, provenance, report, view
 from conformance.clauses import LANGUAGES, PROFILES
 from conformance.sandbox import SUB_DIR
-from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
+from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
 
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+# pytest.ExitCode.INTERRUPTED, named here so that a usage error costs no pytest import.
+PYTEST_INTERRUPTED = 2
 
 
 # What a learner writes, where the lab has it: graded when no other runner is named.
@@ -302,7 +304,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
         rounds: List[Dict] = []
         for number in range(1, options.repeat + 1):
-            last = number == options.repeat
             # Never the user's path: a runner may write there while it runs (a folder others may
             # write, found in the grader's argv), and the grader would read its forgery back.
             json_path = Path(scratch) / ("round-%d.json" % number)
@@ -314,25 +315,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 shown = io.StringIO()
                 with contextlib.redirect_stdout(shown):
                     code, data = grade_once(options, json_path)
-                if options.repeat > 1:
-                    counts = data["summary"] if data else None
-                    print(
-                        "round %d/%d: %s"
-                        % (
-                            number,
-                            options.repeat,
-                            _counts(counts) if counts else "no report (the suite could not run)",
-                        ),
-                        flush=True,
-                    )
-                if not learner:
-                    if data is None or last:
-                        sys.stdout.write(shown.getvalue())
-                else:
-                    if data is None or code not in (0, 1):  # pytest's own words say what went wrong
-                        sys.stdout.write(shown.getvalue())
-                    if data is not None and last:
-                        sys.stdout.write("\n".join(view.render(data, options.lang)) + "\n")
+                # What pytest said of a cut grading, its banner and its partial table, is no verdict.
+                if code != PYTEST_INTERRUPTED:
+                    _show_round(options, number, code, data, shown.getvalue())
+            if code == PYTEST_INTERRUPTED:
+                print(view.stopped(options.lang), flush=True)
+                return EXIT_INTERRUPTED
             if data is None:
                 return EXIT_ERROR  # pytest could not start the suite; it has said why
             rounds.append(data)
@@ -401,6 +389,27 @@ def _provenance(options: argparse.Namespace, data: Mapping, started: str, runner
         data.get("timing", {}).get("played_again", 0),
         available_cpus(),
     )
+
+
+def _show_round(options: argparse.Namespace, number: int, code: int, data: Optional[Dict], pytest_said: str) -> None:
+    """A round of a grading whose pytest output was kept back: its count line when there are
+    rounds, pytest's words where they say something, the learner's view of the last round."""
+    last, learner = number == options.repeat, options.view == "learner"
+    if options.repeat > 1:
+        counts = data["summary"] if data else None
+        print(
+            "round %d/%d: %s"
+            % (number, options.repeat, _counts(counts) if counts else "no report (the suite could not run)"),
+            flush=True,
+        )
+    if not learner:
+        if data is None or last:
+            sys.stdout.write(pytest_said)
+    else:
+        if data is None or code not in (0, 1):  # pytest's own words say what went wrong
+            sys.stdout.write(pytest_said)
+        if data is not None and last:
+            sys.stdout.write("\n".join(view.render(data, options.lang)) + "\n")
 
 
 def grade_once(options: argparse.Namespace, json_path: Path) -> Tuple[int, Optional[Dict]]:

@@ -23,6 +23,7 @@ _WORDS = {
             "The grader could not judge these checks (not your runner's fault: grade again, and report it if it stays):"
         ),
         "all_passed": "Every check passed.",
+        "stopped": "The grading was stopped before every check ran: no verdict, no report.",
         "none_passed": "0 of %d clauses passed.",
         "uncompiled": "Nothing else could be checked: all %d clauses wait on it (not charged). 0 passed.",
         "runner": "runner: %s",
@@ -46,6 +47,7 @@ _WORDS = {
             "(runner のせいではありません。もう一度採点し、続くようなら報告してください):"
         ),
         "all_passed": "すべてのチェックに合格しました。",
+        "stopped": "すべてのチェックが終わる前に採点が止められました: 判定もレポートもありません。",
         "none_passed": "%d 項目中 0 項目に合格。",
         "uncompiled": "ほかは何も確かめられません: %d 項目すべてがこれを待っています(減点なし)。合格は 0 項目。",
         "runner": "runner: %s",
@@ -107,6 +109,11 @@ def progress_start(lang: str) -> str:
 def progress_step(step: str, passed: int, total: int, lang: str) -> str:
     """Then, added to that line: a step whose checks are all done, with how many passed."""
     return " %s (%d/%d)" % (step, passed, total)
+
+
+def stopped(lang: str) -> str:
+    """What a grading cut short (Ctrl-C, a signal) says instead of its verdicts, which it has not."""
+    return _WORDS.get(lang, _WORDS["en"])["stopped"]
 
 
 def render(data: Mapping, lang: str) -> List[str]:

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conformance import sandbox, timing, watch
+from conformance import sandbox, timing, view, watch
 from conformance.processes import SESSION_VAR, of_session
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE
@@ -137,6 +137,10 @@ def test_ctrl_c_during_a_grading_ends_it_cleanly(tmp_path, wrong_runner):
         # Not waited out: the runner's first call alone would run for timing.HANG_MARGIN_S (8 s).
         assert time.monotonic() - sent < timing.HANG_MARGIN_S * 0.75
         watching.wait_for("stopped watching", timeout=5)
+        # A grading cut short says so in one line; no verdict, no step table, no pytest banner.
+        assert watching.seen[-3:] == [view.stopped("en"), "", "stopped watching"], watching.seen
+        shown = [line for line in watching.seen if "KeyboardInterrupt" in line or line.startswith("step ")]
+        assert not shown and not any(line.startswith("Every check passed") for line in watching.seen), shown
     finally:
         watching.stop()
     until = time.monotonic() + 10
