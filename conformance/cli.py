@@ -1,12 +1,7 @@
 """pyops-conformance: grade a runner.py against the lab, clause by clause.
 
-It dispatches to the class commands (classroom/command.py); what they share with it (exit codes,
-usage errors) is in usage.py.
-
-    pyops-conformance class SUBMISSIONS --out DIR ...   grade a whole class (conformance/classroom)
-    pyops-conformance worker ...                        grade a class's submissions sent by Celery
-    pyops-conformance roots make [--count N]            system roots for chroot isolation (an image's build)
-    pyops-conformance replay RECORD [--config FILE]     grade a recorded runner again, compare the verdicts
+It dispatches to the other commands (COMMANDS below: class, worker, replay, export, selftest,
+roots), which `--help` lists; what they share with it (exit codes, usage errors) is in usage.py.
 
     pyops-conformance [--runner PATH | --reference] [--watch] [--python EXE] [--profile core|extended] [--json FILE]
                       [--junit FILE] [--gradescope FILE] [--prairielearn FILE] [--lang en|ja]
@@ -25,7 +20,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from conformance import config, platforms, provenance, report, view
 from conformance.clauses import LANGUAGES, PROFILES
@@ -52,7 +47,13 @@ def _is_file(path: Path) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="pyops-conformance", description="Grade a runner.py against the pyops lab.")
+    parser = Parser(
+        prog="pyops-conformance",
+        description="Grade a runner.py against the pyops lab.",
+        epilog="commands (pyops-conformance COMMAND --help):\n"
+        + "\n".join("  %-10s %s" % (name, said) for name, (_, said) in COMMANDS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--runner", help="the runner.py to grade (default: the lab's, %s)" % LAB_RUNNER)
     chosen.add_argument("--reference", action="store_true", help="grade the bundled reference runner")
@@ -261,31 +262,61 @@ def validate(options: argparse.Namespace) -> None:
         options.view = "pytest"
 
 
+def _export(argv: Sequence[str]) -> int:
+    from conformance import export
+
+    return export.main(argv)
+
+
+def _class(argv: Sequence[str]) -> int:
+    from conformance.classroom.command import main_class
+
+    return main_class(argv)
+
+
+def _worker(argv: Sequence[str]) -> int:
+    from conformance.classroom.command import main_worker
+
+    return main_worker(argv)
+
+
+def _replay(argv: Sequence[str]) -> int:
+    from conformance import replay
+
+    return replay.main(argv)
+
+
+def _selftest(argv: Sequence[str]) -> int:
+    from conformance.selftest import command
+
+    return command.main(argv)
+
+
+# The commands besides grading one runner: the one table that dispatches them and that --help
+# lists (each imported when called, so a grading pays for none of them).
+COMMANDS: Dict[str, Tuple[Callable[[Sequence[str]], int], str]] = {
+    "class": (_class, "grade a whole class of submissions: grades.csv, a class report, regrades"),
+    "worker": (_worker, "grade a class's submissions sent by Celery (class --broker)"),
+    "replay": (_replay, "grade a recorded runner again, and compare the grade with its record"),
+    "export": (_export, "package the suite as a grading platform's autograder (Gradescope's zip)"),
+    "selftest": (_selftest, "grade the bundled correct and wrong runners: does the suite judge right?"),
+    "roots": (lambda argv: main_roots(argv), "make the system roots that chroot isolation grades in"),
+}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["export"]:
-        from conformance import export
-
-        return export.main(argv[1:])
-    # Subcommands; anything else grades one runner, as it always has.
-    if argv[:1] == ["class"]:
-        from conformance.classroom.command import main_class
-
-        return main_class(argv[1:])
-    if argv[:1] == ["roots"]:
-        return main_roots(argv[1:])
-    if argv[:1] == ["selftest"]:
-        from conformance.selftest import command
-
-        return command.main(argv[1:])
-    if argv[:1] == ["replay"]:
-        from conformance import replay
-
-        return replay.main(argv[1:])
-    if argv[:1] == ["worker"]:
-        from conformance.classroom.command import main_worker
-
-        return main_worker(argv[1:])
+    if argv[:1] and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]][0](argv[1:])
+    # Anything else grades one runner, as it always has; a first word that is neither an option
+    # nor a command is a mistyped command, said as such.
+    if argv[:1] and not argv[0].startswith("-"):
+        print(
+            "pyops-conformance: error: no command %r (commands: %s; or grade a runner: --runner FILE)"
+            % (argv[0], ", ".join(COMMANDS)),
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
     try:
         options = build_parser().parse_args(argv)
         validate(options)

@@ -384,3 +384,13 @@ def test_without_runner_the_labs_own_file_is_graded(tmp_path, monkeypatch, capsy
     options = cli.build_parser().parse_args(["--reference"])
     cli.validate(options)
     assert options.decided["runner"] == str(REFERENCE.resolve())
+
+
+def test_help_lists_every_command_and_a_mistyped_one_is_named_in_one_line():
+    shown = subprocess.run([sys.executable, "-m", "conformance", "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0
+    for name in cli.COMMANDS:
+        assert "\n  %s " % name in shown.stdout, shown.stdout
+    wrong = subprocess.run([sys.executable, "-m", "conformance", "clas", "subs"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stdout == "", wrong.stdout
+    assert wrong.stderr.count("\n") == 1 and "no command 'clas'" in wrong.stderr, wrong.stderr
