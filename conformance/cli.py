@@ -14,6 +14,7 @@ with --repeat, a check whose outcome varied between rounds).
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -258,6 +259,8 @@ def validate(options: argparse.Namespace) -> None:
         raise UsageError("%s: cannot read it: %s" % (config_file, getattr(error, "strerror", None) or error)) from None
     options.profile = options.profile or options.lab.profile
     options.lang = view.language(options.lang or options.lab.lang)
+    # The platforms' files speak the grading's language too, --lang as much as the configuration's.
+    options.lab = dataclasses.replace(options.lab, lang=options.lang)
     if options.verbose:
         options.view = "pytest"
 
@@ -359,6 +362,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         junit_text = junit.read_text(encoding="utf-8") if options.junit and junit.exists() else None
     data = rounds[-1]
     data["score"] = platforms.score(data, options.lab)
+    if options.view == "learner":
+        print(view.score_line(data["score"], options.lang))
     data["provenance"] = _provenance(options, data, started, runner_bytes)
     if options.repeat > 1:
         changed = report.varied(rounds)

@@ -5,7 +5,7 @@ import os
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Union
 
 from conformance import verdicts
 from conformance.clauses import CLAUSES, display_width, steps_for
@@ -139,11 +139,17 @@ def step_table(
     tests: List[Dict], profile: str, lang: str = "en", listed: Optional[Collection[str]] = None
 ) -> List[str]:
     """A row per step (its clauses passed, of those judged) and a line counting the checks.
-    `listed`: the only steps to show (a platform may not show every step yet; default: all of the
-    profile's). Their rows are judged from all of `tests` (a check of one step can be charged to
-    another's clause); the count line counts the checks of the listed steps alone."""
+    `listed`: the only steps to show (a platform may not show every step yet; default: the steps
+    of the profile that were judged, every one in a whole grading: a grading of some clauses,
+    with --clause or -k, shows theirs and no row of NOT RUN for each other step). Their rows are
+    judged from all of `tests` (a check of one step can be charged to another's clause); the count
+    line counts the checks of the listed steps alone."""
     words = _TABLE_WORDS.get(lang, _TABLE_WORDS["en"])
-    shown = [step for step in steps_for(profile) if listed is None or step in listed]
+    rows = steps(tests, profile)
+    judged = [step for step in steps_for(profile) if rows[step]["total"]]
+    shown = [
+        step for step in steps_for(profile) if (step in listed if listed is not None else step in judged or not judged)
+    ]
     titles = [words["titles"].get(step, "") for step in shown]
     # Padded by display width: a Japanese character takes two columns.
     width = max([46] + [display_width(title) for title in titles])
@@ -154,7 +160,6 @@ def step_table(
         return "%s %s %s  %s" % (_pad(step, first), _pad(title, width), _pad(passed, 9, right=True), judged)
 
     lines = ["", row_line(*head)]
-    rows = steps(tests, profile)
     for step, title in zip(shown, titles):
         judged = "%d/%d" % (rows[step]["passed"], rows[step]["total"])
         lines.append(row_line(step, title, judged, words["verdicts"][verdict(rows[step])]))
@@ -258,17 +263,19 @@ def write_report(path: Path, report: Mapping) -> None:
     write_atomically(path, as_json(report))
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so a reader (or a crash) never sees half of it.
+def write_atomically(path: Path, text: Union[str, bytes]) -> None:
+    """Write `text` (str as UTF-8, bytes as they are) to `path` so a reader (or a crash) never sees
+    half of it.
 
     The folder may be one others can write (/tmp): the temporary file gets an unpredictable name
     and is made exclusively (mkstemp), so no link or file planted there beforehand is written
     through; os.replace then puts it in place of whatever has the name, never following a link.
     """
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     handle, temporary = tempfile.mkstemp(prefix=".%s." % path.name, suffix=".tmp", dir=str(path.parent))
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o666 & ~umask())  # as an ordinary file would be made (mkstemp makes 0600)

@@ -24,6 +24,7 @@ _WORDS = {
         ),
         "all_passed": "Every check passed.",
         "stopped": "The grading was stopped before every check ran: no verdict, no report.",
+        "score": "score: %s of %s points",
         "none_passed": "0 of %d clauses passed.",
         "uncompiled": "Nothing else could be checked: all %d clauses wait on it (not charged). 0 passed.",
         "runner": "runner: %s",
@@ -48,6 +49,7 @@ _WORDS = {
         ),
         "all_passed": "すべてのチェックに合格しました。",
         "stopped": "すべてのチェックが終わる前に採点が止められました: 判定もレポートもありません。",
+        "score": "得点: %s / %s 点",
         "none_passed": "%d 項目中 0 項目に合格。",
         "uncompiled": "ほかは何も確かめられません: %d 項目すべてがこれを待っています(減点なし)。合格は 0 項目。",
         "runner": "runner: %s",
@@ -109,6 +111,13 @@ def progress_start(lang: str) -> str:
 def progress_step(step: str, passed: int, total: int, lang: str) -> str:
     """Then, added to that line: a step whose checks are all done, with how many passed."""
     return " %s (%d/%d)" % (step, passed, total)
+
+
+def score_line(score: Mapping[str, float], lang: str) -> str:
+    """The grade in points, as the configuration gives them (to two decimals: a step's points
+    shared by three clauses make thirds)."""
+    shown = ["%g" % round(score[key], 2) for key in ("points", "max_points")]
+    return _WORDS.get(lang, _WORDS["en"])["score"] % tuple(shown)
 
 
 def stopped(lang: str) -> str:

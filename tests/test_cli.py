@@ -109,10 +109,16 @@ def test_the_exit_status_says_the_surest_verdict(pytest_code, counts, status):
 
 
 def test_hints_in_japanese(tmp_path):
-    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--lang", "ja")
+    gradescope = tmp_path / "gradescope.json"
+    graded = grade(tmp_path, liar(tmp_path), "--clause", "S1.3", "--lang", "ja", "--gradescope", str(gradescope))
     assert graded.rc == 1
     message = graded.failed()[0]["message"]
     assert "runner は CMD の終了コードで終了する" in message and "ヒント:" in message
+    # --lang reaches the platforms' files as the configuration's lang would, and the score is said.
+    data = json.loads(gradescope.read_text())
+    assert data["tests"][0]["name"] == "S1.3 runner は CMD の終了コードで終了する", data["tests"][0]["name"]
+    assert "ステップ" in data["output"], data["output"]
+    assert graded.stdout.rstrip().endswith("得点: 0 / 3 点"), graded.stdout
 
 
 def test_gradescope_and_junit_files(tmp_path):

@@ -3,6 +3,7 @@
 import pytest
 
 from conformance import expect, view
+from conformance import report as report_module
 from conformance.clauses import CLAUSES, display_width
 
 
@@ -164,10 +165,23 @@ def test_a_hint_chosen_from_the_evidence_is_said_once_when_two_checks_get_it():
     assert text.count(hint) == 1 and ": 1.00s between records" in text, text
 
 
+def test_a_grading_of_some_clauses_lists_their_steps_and_a_platform_may_list_others():
+    tests = [passed("t::p", "S1.1"), dict(passed("t::f", "S3.1"), outcome="failed", message="x")]
+    table = report_module.step_table(tests, "core")
+    assert [line.split()[0] for line in table[2:-1]] == ["S1", "S3"], table
+    assert table[-1] == "1 passed, 1 failed, 0 errors, 0 skipped"
+    listed = report_module.step_table(tests, "core", "ja", listed=["S1", "S2"])
+    assert [line.split()[0] for line in listed[2:-1]] == ["S1", "S2"] and "未実行" in listed[3], listed
+    # Nothing judged at all: every step, each NOT RUN, says so.
+    assert len(report_module.step_table([], "core")) == 2 + 8 + 1
+
+
 def test_the_japanese_step_table_is_japanese_and_its_columns_line_up():
-    lines = view.render(report([passed("t::p", "S1.1")]), "ja")
-    table = lines[lines.index(next(line for line in lines if line.startswith("ステップ"))) :][:9]
-    assert "PASS" not in "\n".join(table) and "合格" in table[1] and "未実行" in table[2]
+    failed = dict(passed("t::f", "S2.1"), outcome="failed", message="x")
+    lines = view.render(report([passed("t::p", "S1.1"), failed]), "ja")
+    table = lines[lines.index(next(line for line in lines if line.startswith("ステップ"))) :]
+    assert len(table) == 4, table  # the steps judged, and the count line
+    assert "PASS" not in "\n".join(table) and "合格" in table[1] and "不合格" in table[2]
     # Each row's counts end in the same display column as the heading's.
-    ends = [display_width(line.rsplit("  ", 1)[0]) for line in table]
+    ends = [display_width(line.rsplit("  ", 1)[0]) for line in table[:-1]]
     assert len(set(ends)) == 1, table
