@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
@@ -57,6 +58,18 @@ def short_error(excinfo) -> str:
     return "%s: %s" % (excinfo.typename, text[0] if text else "(no message)")
 
 
+# A check's own folder as the grader made it (/dev/shm/pyops-lab-SESSION-oOWNER-RANDOM): no
+# learner can use the path, which changes with every check, and it tells of the grader's machine.
+_LAB_FOLDER = re.compile(r"[^\s'\"=]*/pyops-lab-[0-9A-Za-z._-]+")
+LAB_PLACEHOLDER = "<lab>"
+
+
+def as_shown(message: str) -> str:
+    """A check's message as a learner is shown it: what a runner printed quoted as text
+    (inert.py), and each check folder's path as <lab>."""
+    return inert(_LAB_FOLDER.sub(LAB_PLACEHOLDER, message))
+
+
 class Outcomes:
     """Every test's outcome, merged over its setup, call and teardown phases."""
 
@@ -91,16 +104,15 @@ class Outcomes:
             entry["not_judged"] = True
         for key in ("blocked_by", "blocked_because", "does_not_compile", "charged"):  # whose failure (verdicts.py)
             if key in props:
-                entry[key] = inert(props[key]) if key == "blocked_because" else props[key]
+                entry[key] = as_shown(props[key]) if key == "blocked_because" else props[key]
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
             if outcome == "skipped" and isinstance(test_report.longrepr, tuple):
                 message = str(test_report.longrepr[2])
             else:
                 message = props.get("message", "")
-            # The one place a message enters the report: what every view, file and platform
-            # shows of it quotes a runner's output as text (inert.py).
-            entry["message"] = inert(message)
+            # The one place a message enters the report, and so every view, file and platform.
+            entry["message"] = as_shown(message)
 
     def as_list(self) -> List[Dict]:
         return [dict(t, outcome=t["outcome"] or "error") for t in self._tests.values()]

@@ -185,3 +185,14 @@ def test_the_japanese_step_table_is_japanese_and_its_columns_line_up():
     # Each row's counts end in the same display column as the heading's.
     ends = [display_width(line.rsplit("  ", 1)[0]) for line in table[:-1]]
     assert len(set(ends)) == 1, table
+
+
+def test_a_message_shows_each_check_folder_as_lab_and_a_runner_s_controls_as_escapes():
+    said = (
+        "command:  runner.py run -- sh -c 'echo ran > \"/dev/shm/pyops-lab-19191bcab150-o11d89c557aa747c5-g79gy2nl"
+        "/work/basic-call\"; exit 3'\nTMPDIR=/tmp/pyops-lab-ab.c1-o0123-x_y/work/tmp\n  stdout: '\x1b[2J'"
+    )
+    assert report_module.as_shown(said) == (
+        "command:  runner.py run -- sh -c 'echo ran > \"<lab>/work/basic-call\"; exit 3'\n"
+        "TMPDIR=<lab>/work/tmp\n  stdout: '\\x1b[2J'"
+    )
