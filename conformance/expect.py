@@ -320,6 +320,22 @@ def _why_hung(result: Result, clause: str) -> "tuple[Optional[str], str]":
     args = list(result.args)
     command = args[args.index("--") + 1 :] if "--" in args else []
     itself = [p for p in result.survivors if _runs_command(p.argv, command)]
+    # A process group begun after the SIGTERM (a process's start is known to a clock tick, rounded
+    # down; the command first run began long before, as the signal waits for the runner to
+    # settle): the runner started its command again, in a session of its own, rather than stop,
+    # whatever it then waits for. Not a process the first command started in its TERM handler:
+    # that one is in the first command's group. Any process counts, not only one that runs the
+    # command as given (`sh -c '...; exec sleep 62'` is a sleep by then).
+    signalled = result.terminated_at
+    again = [
+        p
+        for p in result.survivors
+        if signalled is not None
+        and p.group_started is not None
+        and p.group_started >= signalled - 1 / timing.CLOCK_TICKS
+    ]
+    if again:
+        return _in(_HUNG_WORDS, LANG)["again"] % _named(again), "S6.3"
     untouched = [p for p in itself if not p.ignores_term]
     if untouched and clause.startswith("S6"):
         return _in(_HUNG_WORDS, LANG)["not_forwarded"] % _named(untouched), "S6.1"
@@ -359,6 +375,9 @@ _HUNG_WORDS = {
         "not_forwarded": "your runner never passed SIGTERM on: %s was still running, never signalled. In a "
         "signal.signal(signal.SIGTERM, handler), send it to the command's process group "
         "(os.killpg(proc.pid, signal.SIGTERM)), then keep waiting for the command.",
+        "again": "your runner ran the command again after SIGTERM: %s started after the signal. Once SIGTERM "
+        "has come, make no further attempt (the retries left do not run): pass it on, wait for the command, "
+        "log its attempt and exit 143.",
     },
     "ja": {
         "waiting": "%s が残っている間、runner は待ち続けていました。コマンド自身のプロセス以上のものを待っています"
@@ -372,6 +391,9 @@ _HUNG_WORDS = {
         "not_forwarded": "runner は SIGTERM を伝えませんでした。%s はシグナルを受けずに動き続けていました。"
         "signal.signal(signal.SIGTERM, handler) の中でコマンドのプロセスグループに送り"
         "(os.killpg(proc.pid, signal.SIGTERM))、そのあともコマンドを待ち続けてください。",
+        "again": "runner は SIGTERM のあとでコマンドをもう一度実行しました。%s はシグナルのあとに始まっています。"
+        "SIGTERM が来たら、それ以上試行しないでください(残りのリトライは実行しません)。"
+        "SIGTERM を伝え、コマンドを待ち、その試行を記録して 143 で終了してください。",
     },
 }
 

@@ -144,10 +144,22 @@ def describe(processes: Sequence[psutil.Process]) -> List[ProcessInfo]:
     infos = []
     for process in processes:
         try:
-            infos.append(ProcessInfo(process.pid, tuple(process.cmdline()), _ignores(process.pid, signal.SIGTERM)))
-        except psutil.Error:
-            continue
+            argv = tuple(process.cmdline())
+            started = started_at(process.pid)
+        except (psutil.Error, OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        infos.append(
+            ProcessInfo(process.pid, argv, _ignores(process.pid, signal.SIGTERM), started, _group_started(process.pid))
+        )
     return infos
+
+
+def _group_started(pid: int) -> Optional[float]:
+    """When the leader of process `pid`'s group started (None: unknown, or the leader is gone)."""
+    try:
+        return started_at(os.getpgid(pid))
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _ignores(pid: int, signum: int) -> bool:
@@ -433,6 +445,7 @@ class Invocation:
         self.expected_s = expected_s
         self.deadline_s = expected_s + timing.HANG_MARGIN_S
         self.clean = False
+        self.terminated_at: Optional[float] = None  # when send_signal sent SIGTERM first
         self.took_s: Optional[float] = None  # once finished
         number = len(list(lab.output.glob("out-*.stdout")))
         # In the grader's own folder, and kept open: the runner can neither read nor replace them.
@@ -494,6 +507,8 @@ class Invocation:
         after APPEAR_S all the same.
         """
         self.wait_settled()
+        if signum == signal.SIGTERM and self.terminated_at is None:
+            self.terminated_at = timing.now()  # before the kill: what starts after it, started after
         if self._still_the_runner():
             try:
                 os.kill(self.pid, signum)
@@ -738,6 +753,7 @@ class Invocation:
             survivors=survivors,
             lab=self.lab,
             notes=notes,
+            terminated_at=self.terminated_at,
         )
 
     def _kill_runner(self) -> None:

@@ -158,10 +158,8 @@ def step_table(
     line counts the checks of the listed steps alone."""
     words = _TABLE_WORDS.get(lang, _TABLE_WORDS["en"])
     rows = steps(tests, profile)
-    judged = [step for step in steps_for(profile) if rows[step]["total"]]
-    shown = [
-        step for step in steps_for(profile) if (step in listed if listed is not None else step in judged or not judged)
-    ]
+    ran = [step for step in steps_for(profile) if rows[step]["total"]]
+    shown = [step for step in steps_for(profile) if (step in listed if listed is not None else step in ran or not ran)]
     titles = [words["titles"].get(step, "") for step in shown]
     # Padded by display width: a Japanese character takes two columns.
     width = max([46] + [display_width(title) for title in titles])

@@ -31,6 +31,10 @@ class ProcessInfo:
     pid: int
     argv: Sequence[str]
     ignores_term: bool = False  # SIGTERM set to be ignored: it got the signal and lived on
+    started: Optional[float] = None  # on timing.now()'s clock, to a clock tick (None: unknown)
+    # When the leader of its process group started (None: unknown, or the leader is gone): a
+    # command a runner starts in a session of its own leads its group.
+    group_started: Optional[float] = None
 
 
 def small_files(folder: Path) -> Dict[str, bytes]:
@@ -101,6 +105,8 @@ class Result:
     # How late the machine itself can have made it (cpuwait.machine_wait_s): measured in a check's
     # last play only, None otherwise.
     machine_wait_s: Optional[float] = None
+    # When the check sent the runner SIGTERM, on timing.now()'s clock (None: it sent none).
+    terminated_at: Optional[float] = None
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
