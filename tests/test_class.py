@@ -4,23 +4,29 @@ Unit tests for discovery, the store and the plan; end to end, a small class grad
 (interrupted by Ctrl-C, then resumed), and a grading stopped by its timeout.
 """
 
+import csv
+import io
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Dict, List, Tuple
 
 import psutil
 import pytest
 
-from conformance import provenance, sandbox
-from conformance.classroom import grading
-from conformance.classroom.batch import Batch
+from conformance import provenance, report, sandbox
+from conformance.classroom import command, grading
+from conformance.classroom.batch import Batch, Progress
 from conformance.classroom.command import main_class
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings
-from conformance.classroom.store import NotAClassFolder, Store, resume_key
+from conformance.classroom.store import NotAClassFolder, Store, resume_key, safe_cell
+from conformance.clauses import CLAUSES, in_profile
 from conformance.config import DEFAULT_FILE, load
 from conformance.selftest.zoo import build, by_name
 from tests.grading import REFERENCE, class_command, class_rows, not_passed
@@ -101,6 +107,139 @@ def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
     # The lab's max score on every row, the points to two decimals at most.
     assert lines[1] == "'=cmd(),0,28,error,1,,,'-1+1 no runner.py"
     assert lines[2] == "alice,26.5,28,graded,1,3,2.5,"
+
+
+@pytest.mark.parametrize(
+    "cell, shown",
+    [
+        ("alice", "alice"),
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1+1", "'-1+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1+1", "'\t=1+1"),  # OWASP's TAB and CR: a spreadsheet drops them and reads the formula
+        ("\r=1+1", "'\\x0d=1+1"),
+        ("a\x1b[2Jb", "a\\x1b[2Jb"),  # a control character is shown, not obeyed (conformance/inert.py)
+        ("right\u202eleft", "right\\u202eleft"),
+        ("'=1+1", "'=1+1"),  # neutralised already (a cell read back from grades.csv): as it is
+    ],
+)
+def test_a_cell_is_never_a_formula_nor_a_control_character(cell, shown):
+    assert safe_cell(cell) == shown
+
+
+def test_a_carriage_return_in_a_name_does_not_split_a_row_of_grades_csv(tmp_path):
+    store = Store(tmp_path / "out", load())
+    store.open()
+    names = ["a\rb", "\t=1+1", "c\r\nd"]
+    records = [{"student": name, "status": "error", "score": None, "max_score": None, "steps": {}} for name in names]
+    store.write_grades([dict(record, message="no runner.py in %s/" % record["student"]) for record in records], ["S1"])
+    text = (tmp_path / "out" / "grades.csv").read_text(encoding="utf-8")
+    assert "\r" not in text
+    # Every line a row, as a spreadsheet or a line-by-line tool reads it: a header and one per student.
+    assert len(text.splitlines()) == 1 + len(names), text
+    rows = list(csv.reader(io.StringIO(text)))
+    assert sorted(row[0] for row in rows[1:]) == sorted(["a\\x0db", "'\t=1+1", "c\\x0d\\x0ad"])
+    assert "no runner.py in a\\x0db/" in [row[-1] for row in rows]
+
+
+# ---- a class graded in this process, each grading made up at once ------------------------------
+
+
+def quick_report(runner_text: bytes, config_text: str = "") -> Dict:
+    """A core report made at once: every clause passes but those the runner or the configuration
+    names (`# fails S1.3`)."""
+    failing = set(re.findall(r"fails (S\d\.\d)", runner_text.decode("utf-8", "replace") + config_text))
+    tests = [
+        {
+            "id": "tests/test_%s.py::check" % clause.replace(".", "_"),
+            "clause": clause,
+            "outcome": "failed" if clause in failing else "passed",
+            "message": "[%s] not as the lab says" % clause if clause in failing else "",
+            "duration_s": 0.0,
+        }
+        for clause in CLAUSES
+        if in_profile(clause, "core")
+    ]
+    return report.build(
+        {"runner": "runner.py", "python": sys.executable, "profile": "core", "isolation": "none"}, tests
+    )
+
+
+class QuickClass:
+    """`pyops-conformance class` run in this process, its gradings made up from the runners'
+    text in no time: what is tested is the class folder and the command, not the suite."""
+
+    def __init__(self, capsys) -> None:
+        self.capsys = capsys
+        self.graded: List[bytes] = []  # every runner text graded, in order
+
+    def grade(self, settings: Settings, runner_text: bytes, cancel=None) -> Dict:
+        self.graded.append(runner_text)
+        return {
+            "status": grading.GRADED,
+            "message": "",
+            "report": quick_report(runner_text, settings.config_text),
+            "output": "graded at once\n",
+            "seconds": 0.0,
+            "suite": provenance.suite_fingerprint(),
+        }
+
+    def run(self, *args: object) -> Tuple[int, str, str]:
+        """`class ARGS -j 1`: its exit status, stdout and stderr."""
+        self.capsys.readouterr()
+        status = main_class([str(arg) for arg in args] + ["-j", "1"])
+        out, err = self.capsys.readouterr()
+        return status, out, err
+
+
+def install_quick_class(monkeypatch, capsys) -> QuickClass:
+    """A QuickClass for this test: its gradings replace the suite's until the test ends."""
+    quick = QuickClass(capsys)
+
+    def grade(settings: Settings, runner_text: bytes, cancel=None) -> Dict:
+        return quick.grade(settings, runner_text, cancel)
+
+    monkeypatch.setattr(Settings, "grade", grade)
+    monkeypatch.setattr(command, "stop_on_signals", lambda: None)  # this process's signals stay pytest's
+    return quick
+
+
+@pytest.fixture
+def quick_class(monkeypatch, capsys) -> QuickClass:
+    return install_quick_class(monkeypatch, capsys)
+
+
+def test_the_class_keeps_each_graded_runner_beside_its_record(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    alice = b"# fails S1.3\nprint('\xff not UTF-8')\r\n"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "runner.py").write_bytes(alice)
+    write(subs / "bob.py", "# bob's\n")
+    assert quick_class.run(subs, "--out", out)[0] == 0
+    # What was graded, byte for byte, where `pyops-conformance replay DIR/STUDENT` looks for it.
+    assert (out / "alice" / "runner.py").read_bytes() == alice == quick_class.graded[0]
+    assert (out / "bob" / "runner.py").read_bytes() == b"# bob's\n"
+    assert (out / "generations" / "1" / "alice" / "runner.py").read_bytes() == alice
+    record = json.loads((out / "alice" / "grading.json").read_text())
+    assert record["status"] == "graded" and record["score"] < record["max_score"]
+
+    # bob's runner.py replaced: the one graded now; alice's gone: no runner of an earlier grading stays.
+    write(subs / "bob.py", "# bob's, fixed\n")
+    (subs / "alice" / "runner.py").unlink()
+    write(subs / "alice" / "notes.txt")
+    assert quick_class.run(subs, "--out", out)[0] == 1
+    assert (out / "bob" / "runner.py").read_bytes() == b"# bob's, fixed\n"
+    assert not (out / "alice" / "runner.py").exists()
+
+
+def test_a_progress_line_shows_a_name_as_text(capsys):
+    progress = Progress(1, 0)
+    progress.finished({"student": "eve\u202ekcab\x1b[2J", "status": "error", "message": "no runner.py\x1b[8m"})
+    progress.close()
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out, repr(out)
+    assert "eve\\u202ekcab\\x1b[2J: error (no runner.py\\x1b[8m)" in out
 
 
 def _batch(tmp_path, force=False):

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from conformance import expect
-from conformance.classroom.report_html import TOP_FAILURES, render
+from conformance.classroom.report_html import TOP_FAILURES, render, render_regrade
 from conformance.clauses import CLAUSES
 
 # Checks per clause in a real core report of the reference runner (162 in all, the suite's own
@@ -361,6 +361,39 @@ def test_a_hostile_name_and_message_come_out_as_text():
     text = page.all_text()
     assert name in text and "expected: " + message in text and message in text
     assert [row["data-student"] for row in page.having("data-student")] == sorted([name, "<b>bold</b>"])
+
+
+def test_a_name_that_reorders_or_drives_a_terminal_is_shown_as_its_escapes():
+    # A right-to-left override makes "eve<U+202E>txt.exe" read "eveexe.txt"; an escape sequence
+    # could hide or redraw what follows where the page's text is copied to a terminal.
+    name = "<eve>\u202etxt.exe\x1b[8m"
+    shown = "<eve>\\u202etxt.exe\\x1b[8m"
+    pages = {
+        "report.html": render(
+            [student(name, [LEFT_A_SLEEP]), student(name + "2", status="error", message="no runner.py in %s/" % name)]
+        ),
+        "regrade.html": render_regrade(
+            [
+                {
+                    "student": name,
+                    "old_score": "28/28",
+                    "new_score": "27/28",
+                    "clauses": [
+                        {"clause": "S2.4", "old": "passed", "new": "failed", "old_message": "", "new_message": "x"}
+                    ],
+                }
+            ],
+            1,
+            1,
+            2,
+        ),
+    }
+    for what, output in pages.items():
+        assert "\u202e" not in output and "\x1b" not in output, what
+        assert "&lt;eve&gt;" in output and "<eve>" not in output, what  # and HTML-escaped still
+        page = Page(output)
+        assert shown in page.all_text(), what
+        assert shown in [row["data-student"] for row in page.having("data-student")], what
 
 
 # --- classes at the edges -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from conformance.classroom.discover import Submission
 from conformance.classroom.queue import Done, Job, Settings
 from conformance.classroom.store import Store, resume_key
 from conformance.clauses import steps_for
+from conformance.inert import inert
 
 # grades.csv is rewritten as gradings finish, at most this often (a class of thousands would
 # otherwise spend its time rewriting it); it is always written once more at the end.
@@ -86,7 +87,7 @@ class Batch:
                 report=None,
                 message="graded by another version of the suite (%s); update that worker" % outcome.get("suite"),
             )
-        record = self.store.save(job.student, job.submission, job.key, outcome)
+        record = self.store.save(job.student, job.submission, job.key, outcome, job.runner_text)
         self.records[job.student] = record
         if time.monotonic() - self._written_at >= GRADES_EVERY_S:
             self.write_grades()
@@ -99,7 +100,7 @@ class Batch:
     def write_report(self) -> None:
         students = [dict(record, tests=self.store.tests(name)) for name, record in sorted(self.records.items())]
         generation = dict(self.store.made_with, number=self.store.generation)
-        self.store.write_page("report.html", report_html.render(students, generation=generation))
+        self.store.write_class_report(report_html.render(students, generation=generation))
 
     def _shown(self, submission: Submission) -> str:
         path = submission.path or (self.root / submission.student)
@@ -137,7 +138,8 @@ class Progress:
                 record["seconds"],
             )
         self.count += 1
-        self.bar.write(line, file=sys.stdout)
+        # A student's name and a message quote a submission: shown on the terminal, never obeyed by it.
+        self.bar.write(inert(line), file=sys.stdout)
         sys.stdout.flush()  # a line as each one ends, also into a pipe or a log (tee, CI)
         self.bar.set_postfix(below_full=self.below_full, not_graded=self.not_graded, refresh=False)
         self.bar.update(1)

@@ -1,8 +1,9 @@
 """`pyops-conformance class` (grade a folder of submissions) and `pyops-conformance worker`.
 
-    pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force]
+    pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force] [--approve]
                             [--broker [URL] | --broker-file FILE] [--key-file FILE]
                             [--python EXE] [--lang en|ja] [--timeout SECONDS] [-n WORKERS]
+    pyops-conformance class --out DIR --rollback
     pyops-conformance worker [--broker [URL] | --broker-file FILE] [--key-file FILE] [--python EXE]... [-j N]
 
 The broker's URL and the class key come from $PYOPS_BROKER_URL and $PYOPS_BROKER_KEY or from files
@@ -15,16 +16,17 @@ terminal (what finished is kept).
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
-from conformance import config, report, view
-from conformance.classroom import credentials, generations, grading
+from conformance import config, view
+from conformance.classroom import credentials, generations, grading, layout
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings, run_local, stop_on_signals
-from conformance.classroom.store import MARK, NotAClassFolder, Store
+from conformance.classroom.store import NotAClassFolder, Store
 from conformance.clauses import LANGUAGES
 from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, Parser, UsageError
 
@@ -75,7 +77,8 @@ def class_parser() -> argparse.ArgumentParser:
     review.add_argument(
         "--approve",
         action="store_true",
-        help="publish the regraded generation (after the suite or configuration changed, once regrade.html is read)",
+        help="publish the generation pending review (once regrade.html is read): with the --config, --python "
+        "and --lang it was graded with, as the command printed then",
     )
     review.add_argument(
         "--rollback", action="store_true", help="publish again the generation published before the last one"
@@ -107,7 +110,13 @@ def main_class(argv: Sequence[str]) -> int:
         if options.submissions is None:
             raise UsageError("SUBMISSIONS is needed (all but --rollback grade a folder of submissions)")
         settings, store, submissions, parallel, broker = _prepare(options)
-    except (UsageError, NotASubmissionsFolder, NotAClassFolder, generations.NothingToRollBack) as error:
+    except (
+        UsageError,
+        NotASubmissionsFolder,
+        NotAClassFolder,
+        generations.NothingToRollBack,
+        generations.NotApproved,
+    ) as error:
         print("pyops-conformance class: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
     kept = generations.Generations(Path(options.out))
@@ -131,11 +140,12 @@ def main_class(argv: Sequence[str]) -> int:
             run_local(jobs, settings, parallel, done)
 
     stop_on_signals()
+    # With --approve, store.generation is the one pending review (_prepare checked it).
     publish = options.approve or kept.published in (None, store.generation)
     try:
         batch.run(jobs, queue, progress)
     except KeyboardInterrupt:
-        if publish:
+        if publish and not options.approve:  # an approval cut short publishes nothing: it is run again
             kept.publish(store.generation)
         progress.close()
         print(
@@ -149,37 +159,45 @@ def main_class(argv: Sequence[str]) -> int:
     not_graded = sum(status != grading.GRADED for status in statuses)
     out = Path(options.out)
     if not publish:
-        return _review(kept, store.generation, len(statuses), options)
+        return _review(kept, store.generation, len(statuses), _approve_command(options, settings.lang))
     kept.publish(store.generation)
     print(
         "%d graded, %d not graded (error or timeout): %s, %s (generation %d)"
-        % (len(statuses) - not_graded, not_graded, out / "grades.csv", out / "report.html", store.generation)
+        % (len(statuses) - not_graded, not_graded, out / layout.GRADES, out / layout.REPORT, store.generation)
     )
     return EXIT_SOME_NOT_GRADED if not_graded else EXIT_ALL_GRADED
 
 
-def _review(kept: "generations.Generations", number: int, students: int, options: argparse.Namespace) -> int:
+def _review(kept: "generations.Generations", number: int, students: int, approve: str) -> int:
     """A regrade under a changed suite or configuration: say what it would change, publish nothing."""
-    from conformance.classroom import report_html
-
-    published = kept.published or number
-    changed = generations.changes(kept.folder_of(published), kept.folder_of(number))
-    out = Path(options.out)
-    report.write_atomically(out / "regrade.csv", generations.regrade_csv(changed))
-    report.write_atomically(out / "regrade.html", report_html.render_regrade(changed, students, published, number))
+    changed = kept.await_review(number, students)
     print(
-        "%d of %d submissions change: review %s, then class %s --out %s --approve (generation %d, unpublished; "
-        "generation %d stays published)"
-        % (len(changed), students, out / "regrade.html", options.submissions, options.out, number, published)
+        "%d of %d submissions change: review %s (generation %d, unpublished; generation %d stays published), "
+        "then approve it with:\n  %s"
+        % (len(changed), students, kept.folder / layout.REGRADE_HTML, number, kept.published or number, approve)
     )
     return EXIT_ALL_GRADED
 
 
+def _approve_command(options: argparse.Namespace, lang: str) -> str:
+    """The command that approves what this one graded, as a shell takes it: with what makes its
+    generation (generations.identity) that a command line gives. The language always, as this
+    grading resolved it: left out, it would be the locale's of the shell that approves. Paths
+    absolute, so that it works from any folder."""
+    argv = ["pyops-conformance", "class", os.path.abspath(options.submissions), "--out", os.path.abspath(options.out)]
+    if options.config:
+        argv += ["--config", os.path.abspath(options.config)]
+    if options.python:
+        argv += ["--python", options.python]
+    argv += ["--lang", lang, "--approve"]
+    return " ".join(shlex.quote(arg) for arg in argv)
+
+
 def _rollback(out: Path) -> int:
-    if not (out / MARK).exists():
+    if not (out / layout.MARK).exists():
         raise UsageError("--out %s: not a class folder" % out)
     number = generations.Generations(out).rollback()
-    print("generation %d is published again: %s" % (number, out / "grades.csv"))
+    print("generation %d is published again: %s" % (number, out / layout.GRADES))
     return EXIT_ALL_GRADED
 
 
@@ -217,12 +235,17 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
             # Without private labs every grading uses the real lab paths: one at a time.
             print("one submission at a time: no private labs here (%s)" % why_not, file=sys.stderr)
             parallel = 1
-    Store(Path(options.out), lab).open()  # the class folder itself: made here, or one this tool made
     lang = view.language(options.lang or lab.lang)
-    settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
-    kept = generations.Generations(Path(options.out))
     made_with = generations.identity(config_text, options.python, lang)
-    number, _published = kept.choose(made_with)
+    kept = generations.Generations(Path(options.out))
+    if options.approve:
+        # Checked before anything is made or graded, so a refused approval changes nothing; and
+        # what it grades (the submissions changed since) goes into that generation, no other.
+        number = kept.approvable(made_with)
+    Store(Path(options.out), lab).open()  # the class folder itself: made here, or one this tool made
+    if not options.approve:
+        number, _published = kept.choose(made_with)
+    settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
     store = Store(kept.folder_of(number), lab, number, made_with)
     store.open()
     return settings, store, submissions, parallel, broker

@@ -5,8 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-# The class folder's own files: no student may be named like them.
-RESERVED = frozenset({"grades.csv", "report.html"})
+from conformance.classroom import layout
 
 
 @dataclass(frozen=True)
@@ -51,10 +50,6 @@ def _from_folder(folder: Path) -> Submission:
 
 
 def _checked(student: str, path: Path, shown: str) -> Submission:
-    if student in RESERVED:
-        return Submission(
-            student, None, "%s: a student cannot be named %s (the class folder's own file)" % (shown, student)
-        )
     # A link could make the grader (root) read any file of this machine as a "runner".
     if path.is_symlink():
         return Submission(student, None, "%s is a symbolic link; submit the file itself" % shown)
@@ -64,6 +59,13 @@ def _checked(student: str, path: Path, shown: str) -> Submission:
 
 
 def _one(student: str, candidates: List[Submission]) -> Submission:
+    if layout.is_class_name(student):
+        # Whatever else is wrong with it: its files would land on the class's own (layout.py).
+        return Submission(
+            student,
+            None,
+            "a student cannot be named %s, a name of the class folder's own; rename the submission" % student,
+        )
     if len(candidates) == 1:
         return candidates[0]
     return Submission(

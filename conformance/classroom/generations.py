@@ -1,17 +1,21 @@
 """A class folder's generations: every grading of a class goes into one, and one is published.
 
     DIR/generations/N/          generation N, a whole class folder (STUDENT/..., grades.csv, report.html)
-    DIR/generations/state.json  what each generation was graded with, and the published ones in order
+    DIR/generations/state.json  what each generation was graded with, the published ones in order,
+                                and the one pending review
     DIR/STUDENT/, grades.csv, report.html    a copy of the published generation: what students see
     DIR/history.csv             one row per student each time a generation is published
-    DIR/regrade.csv, regrade.html            a pending generation against the published one
+    DIR/regrade.csv, regrade.html            the pending generation against the published one
 
-A generation is what one suite graded with one configuration (and interpreter and language): the
-suite's fingerprint and the configuration's sha256 say which (provenance.py). A first grading is
-published at once, and so is a regrading under the published generation's suite and configuration
-(a changed submission, say). When either has changed, the class is graded into a new generation
-that stays pending: nothing published changes until the teacher has reviewed regrade.html and
-approves (`--approve`); `--rollback` publishes the generation published before the last.
+(The names are layout.py's.) A generation is what one suite graded with one configuration (and
+interpreter and language): the suite's fingerprint and the configuration's sha256 say which
+(provenance.py). A first grading is published at once, and so is a regrading under the published
+generation's suite and configuration (a changed submission, say). When either has changed, the
+class is graded into a new generation that stays pending: nothing published changes until the
+teacher has reviewed regrade.html and approves it (`--approve` with the configuration, interpreter
+and language it was graded with: the command `class` prints); an approval of anything else is
+refused. `--rollback` publishes the generation published before the last. Once another
+generation is published, nothing is pending any more: what was reviewed compared another one.
 """
 
 import csv
@@ -22,17 +26,20 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from conformance import provenance, report, verdicts
+from conformance.classroom import layout, report_html
+from conformance.classroom.store import RECORD, RESULTS, points, safe_cell
 
-FOLDER = "generations"
-STATE = "state.json"
-# The published generation's files at the class folder's top, besides one folder per student.
-PUBLISHED_FILES = ("grades.csv", "report.html")
-HISTORY = "history.csv"
-REGRADE_FILES = ("regrade.csv", "regrade.html")
+# What the command that approves a generation says of it (--config, --python, --lang); the suite
+# is the one installed, not the teacher's to give.
+GIVEN = ("configuration", "python", "lang")
 
 
 class NothingToRollBack(Exception):
     """--rollback with no earlier published generation (the message is one line)."""
+
+
+class NotApproved(Exception):
+    """--approve of something other than the generation pending review (the message is one line)."""
 
 
 def identity(config_text: str, python: Optional[str], lang: str) -> Dict[str, Optional[str]]:
@@ -48,19 +55,23 @@ def identity(config_text: str, python: Optional[str], lang: str) -> Dict[str, Op
 class Generations:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.root = folder / FOLDER
+        self.root = folder / layout.GENERATIONS
         self.state = self._load()
 
     def _load(self) -> Dict:
         try:
-            state = json.loads((self.root / STATE).read_text(encoding="utf-8"))
+            state = json.loads((self.root / layout.STATE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {"made": {}, "published": []}
-        return {"made": dict(state.get("made", {})), "published": list(state.get("published", []))}
+            return {"made": {}, "published": [], "pending": None}
+        return {
+            "made": dict(state.get("made", {})),
+            "published": list(state.get("published", [])),
+            "pending": state.get("pending"),  # a state file of before approvals were checked: none
+        }
 
     def _save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        report.write_report(self.root / STATE, self.state)
+        report.write_report(self.root / layout.STATE, self.state)
 
     def folder_of(self, number: int) -> Path:
         return self.root / str(number)
@@ -68,6 +79,11 @@ class Generations:
     @property
     def published(self) -> Optional[int]:
         return self.state["published"][-1] if self.state["published"] else None
+
+    @property
+    def pending(self) -> Optional[int]:
+        """The generation regrade.csv and regrade.html compare with the published one, if any."""
+        return self.state["pending"]
 
     def choose(self, wanted: Mapping[str, Optional[str]]) -> Tuple[int, bool]:
         """The generation to grade into, and whether it is published when graded (or pending)."""
@@ -91,17 +107,53 @@ class Generations:
     def _adopt_earlier_layout(self) -> None:
         """A class folder graded before generations: its files become generation 1, published,
         graded with what is no longer known (so the next grading is reviewed before it is shown)."""
-        if self.state["made"] or not any(self._students(self.folder)):
+        if self.state["made"] or not any(student_folders(self.folder)):
             return
         first = self.folder_of(1)
         first.mkdir(parents=True)
-        for student in self._students(self.folder):
+        for student in student_folders(self.folder):
             shutil.copytree(str(student), str(first / student.name))
-        for name in PUBLISHED_FILES:
+        for name in layout.PUBLISHED_FILES:
             if (self.folder / name).is_file():
                 shutil.copy2(str(self.folder / name), str(first / name))
-        self.state = {"made": {"1": {"identity": {}, "made": provenance.now()}}, "published": [1]}
+        self.state = {"made": {"1": {"identity": {}, "made": provenance.now()}}, "published": [1], "pending": None}
         self._save()
+
+    def await_review(self, number: int, students: int) -> List[Dict]:
+        """Make generation `number` the one pending review: write regrade.csv and regrade.html (what
+        publishing it would change, for `students` submissions) and remember it; return the changes."""
+        published = self.published or number
+        changed = changes(self.folder_of(published), self.folder_of(number))
+        report.write_atomically(self.folder / layout.REGRADE_CSV, regrade_csv(changed))
+        page = report_html.render_regrade(changed, students, published, number)
+        report.write_atomically(self.folder / layout.REGRADE_HTML, page)
+        self.state["pending"] = number
+        self._save()
+        return changed
+
+    def approvable(self, wanted: Mapping[str, Optional[str]]) -> int:
+        """The generation pending review, if `wanted` (what the approving command grades with) is
+        what it was graded with; else NotApproved, saying why in one line."""
+        number = self.pending
+        if number is None:
+            raise NotApproved(
+                "nothing is pending review in %s: a regrade is approved once graded and reviewed (class "
+                "SUBMISSIONS --out DIR with the new configuration prints how); nothing changed" % self.folder
+            )
+        made = self.state["made"].get(str(number), {}).get("identity", {})
+        differ = [part for part in GIVEN if made.get(part) != wanted.get(part)]
+        if differ:
+            raise NotApproved(
+                "generation %d, pending review, was graded with %s; this command gives %s: approve it with the "
+                "command printed when it was graded (its --config, --python and --lang); nothing changed"
+                % (number, _described(made, differ), _described(wanted, differ))
+            )
+        if made.get("suite") != wanted.get("suite"):
+            raise NotApproved(
+                "generation %d, pending review, was graded by another version of the suite than this one: grade "
+                "the class again without --approve and review what changes; nothing changed" % number
+            )
+        return number
 
     def publish(self, number: int) -> None:
         """Make generation `number` what the class folder shows, and remember it."""
@@ -110,9 +162,7 @@ class Generations:
             self.state["published"].append(number)
             self._save()
         self._record_history(number)
-        for name in REGRADE_FILES:  # reviewed: nothing is pending against what is shown now
-            if (self.folder / name).exists():
-                (self.folder / name).unlink()
+        self._nothing_pending()
 
     def rollback(self) -> int:
         """Publish the generation published before the last one; return its number."""
@@ -123,26 +173,37 @@ class Generations:
         self._save()
         self._show(number)
         self._record_history(number)
+        self._nothing_pending()
         return number
+
+    def _nothing_pending(self) -> None:
+        """A generation was shown anew: a review compared what was shown before, so nothing is
+        pending (grading the regrade again, which keeps what is unchanged, makes a new review)."""
+        for name in layout.REGRADE_FILES:
+            if (self.folder / name).exists():
+                (self.folder / name).unlink()
+        if self.state["pending"] is not None:
+            self.state["pending"] = None
+            self._save()
 
     def _show(self, number: int) -> None:
         source = self.folder_of(number)
-        shown = {student.name for student in self._students(source)}
-        for student in self._students(self.folder):
+        shown = {student.name for student in student_folders(source)}
+        for student in student_folders(self.folder):
             if student.name not in shown:
                 shutil.rmtree(str(student))
-        for student in self._students(source):
+        for student in student_folders(source):
             target = self.folder / student.name
             if target.exists():
                 shutil.rmtree(str(target))
             shutil.copytree(str(student), str(target))
-        for name in PUBLISHED_FILES:
+        for name in layout.PUBLISHED_FILES:
             if (source / name).is_file():
                 shutil.copy2(str(source / name), str(self.folder / name))
 
     def _record_history(self, number: int) -> None:
         """history.csv: each student's score in each generation as it was published."""
-        path = self.folder / HISTORY
+        path = self.folder / layout.HISTORY
         new = not path.exists()
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
@@ -150,33 +211,50 @@ class Generations:
             writer.writerow(["published", "generation", "student", "score", "max_score", "status"])
         when = provenance.now()
         for row in read_grades(self.folder_of(number)):
-            writer.writerow([when, number, row["student"], row["score"], row["max_score"], row["status"]])
+            # The cells as grades.csv has them, neutralised already: safe_cell leaves them so, and
+            # is the one place that says what a cell of the class's files may hold.
+            writer.writerow([when, number, safe_cell(row["student"]), row["score"], row["max_score"], row["status"]])
         with open(str(path), "a", encoding="utf-8") as handle:
             handle.write(text.getvalue())
 
-    @staticmethod
-    def _students(folder: Path) -> List[Path]:
-        if not folder.is_dir():
-            return []
-        return sorted(
-            entry
-            for entry in folder.iterdir()
-            if entry.is_dir() and not entry.is_symlink() and entry.name != FOLDER and not entry.name.startswith(".")
-        )
+
+def student_folders(folder: Path) -> List[Path]:
+    """The students' folders of a class or generation folder: every folder but the class's own."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        entry
+        for entry in folder.iterdir()
+        if entry.is_dir() and not entry.is_symlink() and layout.is_student_folder_name(entry.name)
+    )
 
 
 def read_grades(folder: Path) -> List[Dict[str, str]]:
     try:
-        with open(str(folder / "grades.csv"), encoding="utf-8", newline="") as handle:
+        with open(str(folder / layout.GRADES), encoding="utf-8", newline="") as handle:
             return list(csv.DictReader(handle))
     except OSError:
         return []
 
 
+def records(folder: Path) -> Dict[str, Dict]:
+    """Each student's record in one generation folder, by the student's own name.
+
+    Not grades.csv's rows: a name there is shown as a spreadsheet may take it (safe_cell), which
+    is no longer the name of the student's folder, where the verdicts are."""
+    found = {}
+    for student in student_folders(folder):
+        try:
+            found[student.name] = json.loads((student / RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found[student.name] = {}  # a grading cut short: graded again on the next run
+    return found
+
+
 def clause_verdicts(student_folder: Path) -> Dict[str, Dict]:
     """A student's clause verdicts in one generation ({} when not graded)."""
     try:
-        data = json.loads((student_folder / "results.json").read_text(encoding="utf-8"))
+        data = json.loads((student_folder / RESULTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {clause: dict(entry) for clause, entry in (data.get("clauses") or {}).items()}
@@ -185,8 +263,7 @@ def clause_verdicts(student_folder: Path) -> Dict[str, Dict]:
 def changes(old: Path, new: Path) -> List[Dict]:
     """Per student whose grade or clause verdicts differ between two generation folders: the
     scores and each changed clause with both verdicts and messages."""
-    before = {row["student"]: row for row in read_grades(old)}
-    after = {row["student"]: row for row in read_grades(new)}
+    before, after = records(old), records(new)
     changed = []
     for student in sorted(set(before) | set(after)):
         was, now = before.get(student, {}), after.get(student, {})
@@ -221,12 +298,22 @@ def changes(old: Path, new: Path) -> List[Dict]:
     return changed
 
 
-def _score(row: Mapping[str, str]) -> str:
-    if not row:
+def _score(record: Mapping) -> str:
+    if not record:
         return "absent"
-    if row.get("status") != "graded":
-        return row.get("status", "")
-    return "%s/%s" % (row.get("score", ""), row.get("max_score", ""))
+    if record.get("status") != "graded":
+        return str(record.get("status", ""))
+    return "%s/%s" % (points(record.get("score")), points(record.get("max_score")))
+
+
+def _described(made: Mapping[str, Optional[str]], parts: List[str]) -> str:
+    """e.g. "configuration 3f2a9c1d0b7e, python (the suite's), lang en": what a generation is graded with."""
+    shown = {
+        "configuration": lambda value: str(value)[:12] if value else "unknown",
+        "python": lambda value: value or "(the suite's)",
+        "lang": lambda value: value or "unknown",
+    }
+    return ", ".join("%s %s" % (part, shown[part](made.get(part))) for part in parts)
 
 
 def regrade_csv(changed: List[Dict]) -> str:
@@ -236,7 +323,7 @@ def regrade_csv(changed: List[Dict]) -> str:
     for entry in changed:
         writer.writerow(
             [
-                entry["student"],
+                safe_cell(entry["student"]),
                 entry["old_score"],
                 entry["new_score"],
                 " ".join(change["clause"] for change in entry["clauses"]),

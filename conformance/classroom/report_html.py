@@ -4,8 +4,8 @@ A lab author reads it after grading a class: how the scores spread, which clause
 missed, who missed what, and which failures to explain in the next class. The page opens from
 disk with nothing else (no script, no network, no external style or font): charts are inline SVG
 or plain HTML bars drawn here. Student names and messages come from untrusted submissions, so
-every string taken from the data goes through `_e` (html.escape), and the page's Content Security
-Policy forbids scripts altogether should one ever slip through.
+every string taken from the data goes through `_e` (inert.py's escapes, then html.escape), and the
+page's Content Security Policy forbids scripts altogether should one ever slip through.
 """
 
 import html
@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from conformance import verdicts
 from conformance.clauses import CLAUSES
+from conformance.inert import inert
 
 GRADED = "graded"
 # The statuses a grading ends in, always counted in the header (zeros too: "no timeout" is news).
@@ -174,8 +175,11 @@ def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int
 
 
 def _e(value: object) -> str:
-    """Text for HTML, in an element or an attribute: every string from the data goes through here."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML, in an element or an attribute: every string from the data goes through here.
+
+    A control character or a bidirectional override (one in a student's folder name would show the
+    rest of the name reversed) is shown as its escape, `\\u202e`, not obeyed."""
+    return html.escape(inert(str(value)), quote=True)
 
 
 escape = _e  # for the other pages drawn with this module's parts (selftest's report)

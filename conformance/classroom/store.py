@@ -5,7 +5,12 @@ DIR/STUDENT/grading.json    the record: status, score, points per step, the resu
 DIR/STUDENT/results.json    the suite's JSON report (graded submissions)
 DIR/STUDENT/gradescope.json the same in Gradescope's format
 DIR/STUDENT/output.txt      what the grading printed (the learner view), cut at 256 kB
+DIR/STUDENT/runner.py       the runner graded, byte for byte: `pyops-conformance replay DIR/STUDENT`
+                            grades it again beside its record
 DIR/grades.csv              one row per student of the class, by name
+
+The names at DIR's top are layout.py's: a student named like one of them gets no folder.
+Every file is written whole or not at all, and through no link (report.write_atomically).
 """
 
 import csv
@@ -16,14 +21,23 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional
 
 from conformance import platforms, report, verdicts
+from conformance.classroom import layout
 from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
 from conformance.config import LabConfig
+from conformance.inert import inert
 
-MARK = ".pyops-class"
 # A record of these stays valid while its key does; an error is tried again (it is often the
 # machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.
 FINAL = (GRADED, TIMEOUT)
 CSV_COLUMNS = ["student", "score", "max_score", "status", "generation"]
+# A student's files, in DIR/STUDENT/ (the docstring says what each holds).
+RECORD = "grading.json"
+RESULTS = "results.json"
+GRADESCOPE = "gradescope.json"
+OUTPUT = "output.txt"
+RUNNER = "runner.py"
+# What a spreadsheet runs as a formula when a cell starts with it (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class NotAClassFolder(Exception):
@@ -51,13 +65,13 @@ class Store:
         """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
         if self.folder.exists() and not self.folder.is_dir():
             raise NotAClassFolder("--out %s: not a folder" % self.folder)
-        if self.folder.is_dir() and any(self.folder.iterdir()) and not (self.folder / MARK).exists():
+        if self.folder.is_dir() and any(self.folder.iterdir()) and not (self.folder / layout.MARK).exists():
             raise NotAClassFolder(
                 "--out %s: a folder that holds other files; give a new or empty folder (or one this command made)"
                 % self.folder
             )
         self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / MARK).write_text("a class folder of pyops-conformance class\n", encoding="utf-8")
+        report.write_atomically(self.folder / layout.MARK, "a class folder of pyops-conformance class\n")
 
     def current(self, student: str, key: str) -> Optional[Dict]:
         """The student's record if it still holds for this key (no need to grade again)."""
@@ -67,15 +81,22 @@ class Store:
         return None
 
     def record(self, student: str) -> Optional[Dict]:
+        if not layout.is_student_folder_name(student):
+            return None  # a name of the class's own: no record of a student is there
         try:
-            return json.loads((self.folder / student / "grading.json").read_text(encoding="utf-8"))
+            return json.loads((self.folder / student / RECORD).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None  # never graded, or a record cut short by a crash: grade again
 
-    def save(self, student: str, submission: str, key: str, outcome: Mapping) -> Dict:
-        """Write one grading's files (the record last, so a crash in between means: grade again)."""
-        folder = self.folder / student
-        folder.mkdir(exist_ok=True)
+    def save(
+        self, student: str, submission: str, key: str, outcome: Mapping, runner_text: Optional[bytes] = None
+    ) -> Dict:
+        """Write one grading's files (the record last, so a crash in between means: grade again) and
+        return its record; `runner_text` is the runner graded, kept beside the record.
+
+        A student named like a file of the class's own (layout.py) gets no folder, whatever called:
+        the record is returned for grades.csv alone (discovery made it an error, which says why).
+        """
         suite_report = outcome.get("report")
         record: Dict = {
             "student": student,
@@ -89,14 +110,20 @@ class Store:
             "suite": outcome.get("suite"),
             "key": key,
         }
-        for stale in ("results.json", "gradescope.json"):  # an earlier grading's, not this one's
+        if not layout.is_student_folder_name(student):
+            return record
+        folder = self.folder / student
+        folder.mkdir(exist_ok=True)
+        for stale in (RUNNER, RESULTS, GRADESCOPE):  # an earlier grading's, not this one's
             if (folder / stale).exists():
                 (folder / stale).unlink()
+        if runner_text is not None:
+            report.write_atomically(folder / RUNNER, runner_text)
         if outcome["status"] == GRADED and suite_report is not None:
             suite_report = dict(suite_report, runner=submission)
             suite_report["score"] = platforms.score(suite_report, self.config)
-            report.write_report(folder / "results.json", suite_report)
-            report.write_report(folder / "gradescope.json", platforms.gradescope(suite_report, self.config))
+            report.write_report(folder / RESULTS, suite_report)
+            report.write_report(folder / GRADESCOPE, platforms.gradescope(suite_report, self.config))
             record["score"] = suite_report["score"]["points"]
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
@@ -105,20 +132,22 @@ class Store:
             uncompiled = verdicts.compile_failure(tests)
             why = uncompiled["blocked_because"] if uncompiled else verdicts.summary(verdicts.of_tests(tests))
             record["message"] = record["message"] or why
-        report.write_atomically(folder / "output.txt", outcome.get("output", ""))
-        report.write_report(folder / "grading.json", record)
+        report.write_atomically(folder / OUTPUT, outcome.get("output", ""))
+        report.write_report(folder / RECORD, record)
         return record
 
     def tests(self, student: str) -> List[Dict]:
         """The checks of a graded student's report (for the class report)."""
+        if not layout.is_student_folder_name(student):
+            return []
         try:
-            data = json.loads((self.folder / student / "results.json").read_text(encoding="utf-8"))
+            data = json.loads((self.folder / student / RESULTS).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
         return list(data.get("tests", []))
 
-    def write_page(self, name: str, text: str) -> None:
-        report.write_atomically(self.folder / name, text)
+    def write_class_report(self, text: str) -> None:
+        report.write_atomically(self.folder / layout.REPORT, text)
 
     def write_grades(self, records: Iterable[Mapping], steps: List[str]) -> None:
         """grades.csv: student, score, max_score (on every row), status, each step's points, and
@@ -128,25 +157,34 @@ class Store:
         # Each step's column names its maximum, as Gradescope's exports do ("S1 (4 pts)"): a
         # gradebook reads the points possible from the header, no row of the file is not a student.
         most = self.config.worth_of_steps(steps)
-        writer.writerow(CSV_COLUMNS + ["%s (%s pts)" % (step, _number(most[step])) for step in steps] + ["message"])
+        writer.writerow(CSV_COLUMNS + ["%s (%s pts)" % (step, points(most[step])) for step in steps] + ["message"])
         for record in sorted(records, key=lambda r: r["student"]):
             graded = record["status"] == GRADED
-            row = [_safe_cell(record["student"]), _number(record["score"]) if graded else 0]
-            row += [_number(record["max_score"] if graded else self.config.most_points()), record["status"]]
+            row = [safe_cell(record["student"]), points(record["score"]) if graded else 0]
+            row += [points(record["max_score"] if graded else self.config.most_points()), record["status"]]
             row.append(self.generation)
-            row += [_number(record["steps"].get(step, {}).get("points", 0)) if graded else "" for step in steps]
-            writer.writerow(row + [_safe_cell(record.get("message", ""))])
-        report.write_atomically(self.folder / "grades.csv", text.getvalue())
+            row += [points(record["steps"].get(step, {}).get("points", 0)) if graded else "" for step in steps]
+            writer.writerow(row + [safe_cell(record.get("message", ""))])
+        report.write_atomically(self.folder / layout.GRADES, text.getvalue())
 
 
-def _number(value: float) -> str:
+def points(value: Optional[float]) -> str:
     """Points to two decimals at most, as a gradebook takes them (26.5, not 26.5000)."""
     return ("%.2f" % value).rstrip("0").rstrip(".") if value is not None else ""
 
 
-def _safe_cell(text: str) -> str:
-    # A spreadsheet runs a cell that starts with = + - @ as a formula; messages quote submissions.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+def safe_cell(text: str) -> str:
+    """A cell of the class's CSV files (grades.csv, regrade.csv, history.csv) that may hold text
+    from a submission (a student's name, a message quoting a file name), made inert.
+
+    A spreadsheet runs a cell that starts with = + - @ as a formula, and drops a leading TAB or CR
+    before reading one: such a cell gets a leading single quote, which the spreadsheet shows as
+    text. Control characters are shown as their escapes (inert.py), and so is a newline: a cell is
+    one line, so each line of the file is one row, whatever reads it. Text that is inert already
+    (a cell read back from grades.csv) comes out as it went in.
+    """
+    shown = inert(text).replace("\n", "\\x0a")
+    return "'" + shown if text[:1] in FORMULA_STARTS else shown
 
 
-__all__ = ["ERROR", "FINAL", "Store", "resume_key"]
+__all__ = ["ERROR", "FINAL", "Store", "resume_key", "safe_cell", "points"]
