@@ -32,7 +32,7 @@ FROM ${BASE} AS lab
 COPY --from=build /opt/pyops-lab/venv /opt/pyops-lab/venv
 COPY --from=build /out/bin/ /opt/fixtures/pyops/bin/
 COPY --from=build /out/pyops-grade /usr/local/bin/pyops-grade
-# System roots for the chroot isolation (conformance/roots.py): a grading platform's container
+# System roots for the chroot isolation (conformance/harness/roots.py): a grading platform's container
 # cannot make mount namespaces, but it can chroot, so each check gets a root of its own and checks
 # run in parallel. The roots are hard links of /usr and /etc, made in the same layer as python3
 # so that most of what they link costs no space twice. No reference, no suite in them.
@@ -42,7 +42,7 @@ RUN set -eu; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
     /opt/pyops-lab/venv/bin/pyops-conformance roots make --count 8
 # Runner uids of the image's own range: a host that also grades outside containers sees these
-# processes, and must never sweep them as its own runners' (see conformance/identity.py).
+# processes, and must never sweep them as its own runners' (see conformance/harness/identity.py).
 # The suite's venv stays off PATH: `python3` is the system's, the one that runs every runner, so a
 # learner's runner behaves in the lab as it is graded (it cannot import the suite or its packages).
 ENV LANG=C.UTF-8 \
@@ -51,7 +51,7 @@ ENV LANG=C.UTF-8 \
 WORKDIR /root/pyops/sub
 # /root 0711: each runner runs as a uid of its own, which must pass through /root to the lab
 # (but not list it). state/ present and empty, as a learner finds the lab. image-build names this
-# build in every grading's provenance (conformance/provenance.py).
+# build in every grading's provenance (conformance/reporting/provenance.py).
 RUN set -eu; \
     chmod 0711 /root; \
     mkdir -p -m 0755 /root/pyops/sub/state; \

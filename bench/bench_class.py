@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in 
 
 from conformance.classroom.command import CHECKS_PER_GRADING  # noqa: E402
 from conformance.classroom.grading import grade  # noqa: E402
-from conformance.config import DEFAULT_FILE  # noqa: E402
+from conformance.lab.config import DEFAULT_FILE  # noqa: E402
 from conformance.selftest.zoo import MUTANTS, build  # noqa: E402
 
 GOOD = sorted((REPO / "runner" / "styles").glob("*_runner.py"))

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import psutil
 
+from conformance.harness.processes import RUNNER_PATH
+from conformance.harness.sandbox import BIN_DIR, NAMESPACE, Lab, probe_namespace
 from conformance.plugin import reference_runner
-from conformance.processes import RUNNER_PATH
-from conformance.sandbox import BIN_DIR, NAMESPACE, Lab, probe_namespace
 
 HANG = str(BIN_DIR / "hang.sh")
 

@@ -32,9 +32,9 @@ from typing import Set
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from conformance import provenance  # noqa: E402
 from conformance.classroom.queue import Settings, stop_on_signals  # noqa: E402
-from conformance.config import DEFAULT_FILE  # noqa: E402
+from conformance.lab.config import DEFAULT_FILE  # noqa: E402
+from conformance.reporting import provenance  # noqa: E402
 from conformance.selftest import generate, kill  # noqa: E402
 
 SOURCE = REPO / "runner" / "runner.py"

@@ -23,9 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from conformance import config, platforms, provenance, report, view
-from conformance.clauses import LANGUAGES, PROFILES
-from conformance.sandbox import SUB_DIR
+from conformance.harness.sandbox import SUB_DIR
+from conformance.lab import config
+from conformance.lab.clauses import LANGUAGES, PROFILES
+from conformance.reporting import platforms, provenance, report, view
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
 
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
@@ -222,7 +223,7 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
 
 
 def validate(options: argparse.Namespace) -> None:
-    from conformance.clauses import CLAUSES, STEPS
+    from conformance.lab.clauses import CLAUSES, STEPS
 
     for clause in options.clause:
         if clause not in CLAUSES and clause not in STEPS:
@@ -495,7 +496,7 @@ def main_roots(argv: Sequence[str]) -> int:
     import errno
     import subprocess
 
-    from conformance import roots
+    from conformance.harness import roots
 
     parser = Parser(prog="pyops-conformance roots", description="System roots for the chroot isolation mode.")
     parser.add_argument("command", choices=("make",), help="make: make them (as root, where device nodes can be made)")

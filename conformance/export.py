@@ -24,7 +24,8 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional, Sequence
 
-from conformance import config, platforms, report
+from conformance.lab import config
+from conformance.reporting import platforms, report
 
 if sys.version_info >= (3, 11):
     import tomllib

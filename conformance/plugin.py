@@ -1,7 +1,7 @@
 """The pytest plugin: options, the `runner` fixture, clause markers, profiles and the report.
 
 Loaded through the `pytest11` entry point, so the suite also runs as plain
-`pytest --pyargs conformance.tests --runner PATH`.
+`pytest --pyargs conformance.checks --runner PATH`.
 """
 
 import contextlib
@@ -18,26 +18,12 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance import (
-    commands,
-    cpuwait,
-    expect,
-    forks,
-    identity,
-    labfiles,
-    machine,
-    observations,
-    report,
-    scenarios,
-    view,
-)
-from conformance.blocking import Blocked, Canary
-from conformance.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
-from conformance.inert import inert
-from conformance.observations import Observations
-from conformance.processes import SESSION_VAR, Driver, begin_session, driving, reap, session_id
-from conformance.restore import Snapshot
-from conformance.sandbox import (
+from conformance.harness import cpuwait, forks, identity, labfiles, machine, observations
+from conformance.harness.inert import inert
+from conformance.harness.observations import Observations
+from conformance.harness.processes import SESSION_VAR, begin_session, reap, session_id
+from conformance.harness.restore import Snapshot
+from conformance.harness.sandbox import (
     CHROOT,
     LAB_PATHS,
     MODES,
@@ -51,8 +37,14 @@ from conformance.sandbox import (
     remove_abandoned_labs,
     unreachable_lab,
 )
+from conformance.judging import expect, scenarios
+from conformance.judging.blocking import Blocked, Canary
+from conformance.judging.driver import Driver, driving
+from conformance.lab import commands
+from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
+from conformance.reporting import report, view
 
-SUITE_DIR = Path(__file__).resolve().parent / "tests"
+SUITE_DIR = Path(__file__).resolve().parent / "checks"
 
 
 # Shared mode needs the real lab paths; an ordinary user's namespace mode needs user namespaces.

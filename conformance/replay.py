@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from conformance import labfiles, provenance
-from conformance.config import DEFAULT_FILE
+from conformance.harness import labfiles
+from conformance.lab.config import DEFAULT_FILE
+from conformance.reporting import provenance
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
 
 REPORT = "results.json"

@@ -57,7 +57,7 @@ run_suite() {
 # there while it ran goes first (files of the runner uids, and anything at the reports' names:
 # a planted symlink or folder).
 install_reports() {
-    range=$("$suite_python" -I -c 'from conformance import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
+    range=$("$suite_python" -I -c 'from conformance.harness import identity as i; print(i.UID_BASE - 1, i.UID_BASE + i.UID_COUNT)')
     find "$1" -xdev -depth -mindepth 1 -uid +"${range% *}" -uid -"${range#* }" -delete 2>/dev/null || true
     for report in "$private"/*; do
         [ -e "$report" ] || continue
@@ -74,7 +74,7 @@ if [ $prairielearn = yes ]; then
     # a grading, or "not gradable" (no attempt counted) with what was wrong.
     mkdir -p "$job_results"
     not_gradable() {
-        "$suite_python" -I -c 'import json, sys; from conformance import platforms
+        "$suite_python" -I -c 'import json, sys; from conformance.reporting import platforms
 json.dump(platforms.prairielearn_not_gradable(sys.argv[1]), open(sys.argv[2], "w"))' "$1" "$private/results.json"
         install_reports "$job_results"
         exit 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.sandbox import SHARE_VAR
+from conformance.harness.sandbox import SHARE_VAR
 
 
 @pytest.fixture

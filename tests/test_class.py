@@ -19,15 +19,16 @@ from typing import Dict, List, Tuple
 import psutil
 import pytest
 
-from conformance import provenance, report, sandbox
 from conformance.classroom import command, grading
 from conformance.classroom.batch import Batch, Progress
 from conformance.classroom.command import main_class
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings
 from conformance.classroom.store import NotAClassFolder, Store, resume_key, safe_cell
-from conformance.clauses import CLAUSES, in_profile
-from conformance.config import DEFAULT_FILE, load
+from conformance.harness import sandbox
+from conformance.lab.clauses import CLAUSES, in_profile
+from conformance.lab.config import DEFAULT_FILE, load
+from conformance.reporting import provenance, report
 from conformance.selftest.zoo import build, by_name
 from tests.grading import REFERENCE, class_command, class_rows, not_passed
 
@@ -119,7 +120,7 @@ def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
         ("@SUM(A1)", "'@SUM(A1)"),
         ("\t=1+1", "'\t=1+1"),  # OWASP's TAB and CR: a spreadsheet drops them and reads the formula
         ("\r=1+1", "'\\x0d=1+1"),
-        ("a\x1b[2Jb", "a\\x1b[2Jb"),  # a control character is shown, not obeyed (conformance/inert.py)
+        ("a\x1b[2Jb", "a\\x1b[2Jb"),  # a control character is shown, not obeyed (conformance/harness/inert.py)
         ("right\u202eleft", "right\\u202eleft"),
         ("'=1+1", "'=1+1"),  # neutralised already (a cell read back from grades.csv): as it is
     ],
@@ -485,7 +486,7 @@ def test_the_suite_fingerprint_follows_the_checks_and_not_the_class_tools_nor_th
     import shutil
 
     copy = tmp_path / "conformance"
-    shutil.copytree(str(Path(provenance.__file__).parent), str(copy), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(str(provenance._PACKAGE), str(copy), ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(provenance, "_PACKAGE", copy)
 
     def fingerprint_after(path, text):
@@ -498,6 +499,6 @@ def test_the_suite_fingerprint_follows_the_checks_and_not_the_class_tools_nor_th
         first = fingerprint_after("lab.toml", "")
         assert fingerprint_after("selftest/equivalent.toml", "\n# reviewed\n") == first
         assert fingerprint_after("classroom/report_html.py", "\n# a better page\n") == first
-        assert fingerprint_after("tests/test_s2_timeout.py", "\n# a changed check\n") != first
+        assert fingerprint_after("checks/test_s2_timeout.py", "\n# a changed check\n") != first
     finally:
         provenance.suite_fingerprint.cache_clear()

@@ -8,7 +8,7 @@ from typing import Dict, Set
 import pytest
 
 from conformance.classroom import layout
-from conformance.config import DEFAULT_FILE
+from conformance.lab.config import DEFAULT_FILE
 from tests.test_class import QuickClass, install_quick_class, write
 
 

@@ -14,9 +14,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
-from conformance import expect
 from conformance.classroom.report_html import TOP_FAILURES, render, render_regrade
-from conformance.clauses import CLAUSES
+from conformance.judging import expect
+from conformance.lab.clauses import CLAUSES
 
 # Checks per clause in a real core report of the reference runner (162 in all, the suite's own
 # count): the classes below are made of these, failing some.

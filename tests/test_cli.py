@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conformance import cli, plugin
-from conformance.clauses import CLAUSES
+from conformance.lab.clauses import CLAUSES
 from tests.grading import REFERENCE, grade
 
 # A runner that gets every exit code wrong the same way: it runs nothing and says it did.
@@ -185,7 +185,7 @@ def test_a_grader_with_a_closed_umask_still_gives_the_runner_its_lab(tmp_path):
 
 # Right in every round but the second: it counts rounds by the basic call (its command writes a
 # trace named basic-call) that the suite makes once at the start of each round (see
-# conformance/blocking.py), in a file outside the lab.
+# conformance/judging/blocking.py), in a file outside the lab.
 SOMETIMES_WRONG = """import os, subprocess, sys
 ROUNDS = %r
 argv = sys.argv[1:]
@@ -369,7 +369,7 @@ def test_plain_pytest_grades_with_the_plugin_named_and_only_then(tmp_path):
     # README's way for developers: pytest with the plugin named. Without it pytest loads no part
     # of the suite's plugin (no entry point), so a pytest session in the same environment that did
     # not ask for a grading plays nothing in the background.
-    suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "conformance.tests"]
+    suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "conformance.checks"]
     named = suite + ["-p", "conformance.plugin", "--runner", str(REFERENCE), "--lab-clause", "S1.1", "--lab-forks", "2"]
     done = subprocess.run(named, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and re.search(r"\b1\d passed\b", done.stdout), done.stdout + done.stderr

@@ -2,7 +2,8 @@
 
 import pytest
 
-from conformance import config, platforms
+from conformance.lab import config
+from conformance.reporting import platforms
 
 
 def test_the_shipped_configuration_gives_one_point_per_clause_of_the_core_profile():

@@ -1,4 +1,4 @@
-"""A busy machine never fails a runner, and never passes one (conformance/cpuwait.py).
+"""A busy machine never fails a runner, and never passes one (conformance/harness/cpuwait.py).
 
 The CPU wait is real here: processes pinned to one CPU, each in a session of its own (so the
 scheduler's autogroups cannot shield one from the others), must take turns on it.
@@ -15,9 +15,10 @@ from typing import Optional
 import psutil
 import pytest
 
-from conformance import cpuwait, expect
-from conformance.cpuwait import CpuWait
-from conformance.result import Result
+from conformance.harness import cpuwait
+from conformance.harness.cpuwait import CpuWait
+from conformance.harness.result import Result
+from conformance.judging import expect
 from tests.grading import grade
 
 BUSY = [sys.executable, "-c", "while True: pass"]

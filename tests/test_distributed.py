@@ -24,8 +24,9 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
-from conformance import config, provenance
 from conformance.classroom import distributed, signing
+from conformance.lab import config
+from conformance.reporting import provenance
 from conformance.selftest.zoo import build, by_name
 from tests.grading import REFERENCE, class_command, class_rows
 from tests.test_class import write

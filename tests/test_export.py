@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import config, export, platforms
+from conformance import export
+from conformance.lab import config
+from conformance.reporting import platforms
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "conformance" / "gradescope"
@@ -72,7 +74,7 @@ def test_the_wheel_holds_the_suite_its_fixtures_and_its_command_and_nothing_of_t
         "conformance/cli.py",
         "conformance/export.py",
         "conformance/lab.toml",
-        "conformance/tests/test_s2_timeout.py",
+        "conformance/checks/test_s2_timeout.py",
         "conformance/fixtures/hang.sh",
         "conformance/fixtures/flaky.sh",
         "conformance/fixtures/apply.sh",

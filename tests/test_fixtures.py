@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conformance.sandbox import FIXTURES, NAMESPACE, Lab, probe_namespace
+from conformance.harness.sandbox import FIXTURES, NAMESPACE, Lab, probe_namespace
 from runner.runner import __file__ as REFERENCE
 
 FLAKY, HANG, APPLY = (str(FIXTURES / name) for name in ("flaky.sh", "hang.sh", "apply.sh"))

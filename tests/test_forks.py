@@ -1,4 +1,4 @@
-"""Checks run in forks of the grading's process (conformance/forks.py): reported as if run in it."""
+"""Checks run in forks of the grading's process (conformance/harness/forks.py): reported as if run in it."""
 
 import json
 import os
@@ -13,7 +13,7 @@ from tests.grading import REFERENCE
 
 # A pytest plugin that runs the session's tests in two forks, as the suite's plugin does.
 CONFTEST = """
-from conformance import forks
+from conformance.harness import forks
 
 def pytest_runtestloop(session):
     if session.config.option.collectonly:

@@ -1,6 +1,6 @@
 """A hint says what the grader's evidence shows the runner did, not the usual cause of a symptom."""
 
-from conformance import expect
+from conformance.judging import expect
 from tests.grading import REFERENCE, grade
 
 # After SIGTERM it logs the attempt (143), then runs the command again: its retries do not stop.

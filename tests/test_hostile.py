@@ -25,8 +25,8 @@ from typing import List
 import pytest
 
 import conformance
-from conformance import identity, sandbox
-from conformance.processes import SESSION_VAR, of_session, tagged
+from conformance.harness import identity, sandbox
+from conformance.harness.processes import SESSION_VAR, of_session, tagged
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, grade
 

@@ -1,10 +1,10 @@
-"""Text a runner prints reaches the grader's screen as text (conformance/inert.py): a runner that
+"""Text a runner prints reaches the grader's screen as text (conformance/harness/inert.py): a runner that
 draws a forged verdict over its real one shows the escapes, and the real verdict stays on screen."""
 
 import pyte
 import pytest
 
-from conformance.inert import inert
+from conformance.harness.inert import inert
 from tests.grading import REFERENCE, grade
 
 # On `run -- true` the runner prints one line that, obeyed by a terminal, moves the cursor to the

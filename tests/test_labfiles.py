@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import labfiles
+from conformance.harness import labfiles
 
 
 @pytest.fixture

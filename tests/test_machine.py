@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conformance import machine
+from conformance.harness import machine
 
 
 @pytest.fixture(autouse=True)

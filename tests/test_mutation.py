@@ -13,7 +13,7 @@ pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, s
 from cosmic_ray.mutating import mutate_code  # noqa: E402
 
 from conformance.classroom import grading  # noqa: E402
-from conformance.config import DEFAULT_FILE  # noqa: E402
+from conformance.lab.config import DEFAULT_FILE  # noqa: E402
 from conformance.selftest import generate, kill  # noqa: E402
 from tests.grading import REFERENCE  # noqa: E402
 

@@ -4,8 +4,8 @@ import json
 import os
 from collections import Counter
 
-from conformance.blocking import BASIC_NAME, TRACE
-from conformance.result import WORK_FILE_LIMIT, small_files
+from conformance.harness.result import WORK_FILE_LIMIT, small_files
+from conformance.judging.blocking import BASIC_NAME, TRACE
 from tests.grading import GOOD, grade
 
 # A correct runner that first notes how it was called, where the test can read it (its uid

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from conformance import config, platforms
+from conformance.lab import config
+from conformance.reporting import platforms
 
 # The points of the two clauses of the report below (S1.1 and S2.3).
 LAB = config.parse({"points": {"S1": 3, "S2": 1}})

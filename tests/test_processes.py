@@ -10,8 +10,9 @@ import time
 import psutil
 import pytest
 
-from conformance import identity, sandbox, timing
-from conformance.processes import TOKEN_VAR, all_asleep, runs_as, started_at, tagged
+from conformance.harness import identity, sandbox
+from conformance.harness.processes import TOKEN_VAR, all_asleep, runs_as, started_at, tagged
+from conformance.lab import timing
 
 FIXTURES = "/opt/fixtures/pyops/bin"
 
@@ -100,7 +101,7 @@ def test_a_runner_is_tracked_by_its_token_without_cap_sys_ptrace():
     user = identity.RunnerUser(identity.UID_BASE + identity.UID_COUNT - 1, identity.UID_BASE + identity.UID_COUNT - 1)
     token = "test-%d" % os.getpid()
     runner = subprocess.Popen(["sleep", "60"], env={"PATH": "/usr/bin:/bin", TOKEN_VAR: token}, preexec_fn=user.drop)
-    probe = "from conformance.processes import tagged; print(len(tagged(%r)))" % token
+    probe = "from conformance.harness.processes import tagged; print(len(tagged(%r)))" % token
     caps = "-all," + ",".join("+" + name.lower() for name in identity.CAPABILITIES)  # what the image has
     try:
         counted = subprocess.run(
@@ -140,7 +141,7 @@ def test_a_token_behind_a_large_environment_is_still_found():
 def test_every_grading_on_the_machine_leases_runner_uids_from_one_place(tmp_path):
     # Leases kept per TMPDIR (tox gives each env its own) would let two gradings lease the same
     # uid, and each would sweep (SIGKILL) the other's runners at the end of its checks.
-    probe = "from conformance import identity; print(identity.LEASES)"
+    probe = "from conformance.harness import identity; print(identity.LEASES)"
     places = {
         subprocess.run(
             [sys.executable, "-c", probe], env=dict(os.environ, TMPDIR=str(folder)), capture_output=True, text=True
@@ -253,8 +254,8 @@ def test_apply_sh_is_recognised_by_its_name_where_its_executable_cannot_be_read(
     # A container without CAP_SYS_PTRACE may not read another uid's /proc/PID/exe; the process
     # started through apply.sh's #! line is then known by its name, which the kernel takes from
     # the script.
-    from conformance.commands import APPLY
-    from conformance.scenarios import runs_apply_sh
+    from conformance.judging.scenarios import runs_apply_sh
+    from conformance.lab.commands import APPLY
 
     def unreadable(self):
         raise psutil.AccessDenied(self.pid)

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conformance import expect, records
-from conformance.records import MAX_DIGITS, FieldProblem, Record, parse
-from conformance.result import Result
+from conformance.harness.result import Result
+from conformance.judging import expect
+from conformance.lab import records
+from conformance.lab.records import MAX_DIGITS, FieldProblem, Record, parse
 
 # JSON a record may hold: no NaN or infinities, no numbers longer than any exit code.
 small_ints = st.integers(min_value=-(10 ** (MAX_DIGITS - 1)), max_value=10 ** (MAX_DIGITS - 1))

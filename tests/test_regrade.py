@@ -9,7 +9,7 @@ from typing import Dict, Union
 
 import pytest
 
-from conformance.config import DEFAULT_FILE
+from conformance.lab.config import DEFAULT_FILE
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, submissions
 from tests.test_class import QuickClass, install_quick_class, write

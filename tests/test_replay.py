@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from conformance import platforms, provenance
-from conformance.config import DEFAULT_FILE, load
+from conformance.lab.config import DEFAULT_FILE, load
+from conformance.reporting import platforms, provenance
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, grade, submissions
 

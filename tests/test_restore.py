@@ -2,7 +2,7 @@
 
 import os
 
-from conformance.restore import JOURNAL, Snapshot
+from conformance.harness.restore import JOURNAL, Snapshot
 from tests.tree import learner_folder, tree_state
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, identity, roots
-from conformance.sandbox import probe_chroot
+from conformance import cli
+from conformance.harness import identity, roots
+from conformance.harness.sandbox import probe_chroot
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import GOOD, REFERENCE, grade
 
@@ -85,7 +86,7 @@ def test_a_root_is_one_checks_at_a_time_across_processes(tmp_path):
     taker = [
         sys.executable,
         "-c",
-        "import sys; from pathlib import Path; from conformance import roots\n"
+        "import sys; from pathlib import Path; from conformance.harness import roots\n"
         "with roots.Roots([Path(sys.argv[1])]).leased():\n    print('leased', flush=True)",
         str(root),
     ]
@@ -190,7 +191,7 @@ def test_without_cap_sys_chroot_the_probe_says_which_capability_to_add(tmp_path)
     # runner-user capabilities has not: the header must say what to add.
     roots.make(tmp_path / "roots", 1, system=a_system(tmp_path / "system"))
     probe = (
-        "from conformance.sandbox import probe_chroot; found, why = probe_chroot(%r); print(found, why)"
+        "from conformance.harness.sandbox import probe_chroot; found, why = probe_chroot(%r); print(found, why)"
         % "/usr/bin/tool"
     )
     said = with_runner_user_capabilities_only(probe, env=dict(os.environ, PYOPS_ROOTS=str(tmp_path / "roots")))
@@ -212,9 +213,12 @@ def test_a_root_that_cannot_be_finished_is_not_left_half_made(tmp_path):
     # Without CAP_MKNOD (a platform's build that drops it) the devices cannot be made: no root
     # must be left that would pass for one.
     system = a_system(tmp_path / "system")
-    attempt = "from pathlib import Path; from conformance import roots; roots.make(Path(%r), 1, system=Path(%r))" % (
-        str(tmp_path / "roots"),
-        str(system),
+    attempt = (
+        "from pathlib import Path; from conformance.harness import roots; roots.make(Path(%r), 1, system=Path(%r))"
+        % (
+            str(tmp_path / "roots"),
+            str(system),
+        )
     )
     tried = with_runner_user_capabilities_only(attempt)
     assert tried.returncode != 0 and "Operation not permitted" in tried.stderr, tried.stderr

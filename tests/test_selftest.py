@@ -16,7 +16,7 @@ def check(clause, outcome="passed", id=None, blocked_by=None):
 
 
 def report(tests):
-    from conformance import verdicts
+    from conformance.judging import verdicts
 
     return {"tests": tests, "clauses": verdicts.of_tests(tests)}
 

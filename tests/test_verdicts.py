@@ -1,6 +1,6 @@
-"""Clause verdicts from checks (conformance/verdicts.py): one defect, one charge."""
+"""Clause verdicts from checks (conformance/judging/verdicts.py): one defect, one charge."""
 
-from conformance import verdicts
+from conformance.judging import verdicts
 
 
 def check(name, clause, outcome="passed", message="", **more):

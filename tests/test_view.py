@@ -2,9 +2,10 @@
 
 import pytest
 
-from conformance import expect, view
-from conformance import report as report_module
-from conformance.clauses import CLAUSES, display_width
+from conformance.judging import expect
+from conformance.lab.clauses import CLAUSES, display_width
+from conformance.reporting import report as report_module
+from conformance.reporting import view
 
 
 def failure(test_id, clause, expected, actual, lang="en", outcome="failed"):

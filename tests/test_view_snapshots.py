@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import config, expect, platforms, view
-from conformance.result import ProcessInfo, Result
-from conformance.tests import test_s3_retries as s3_checks  # a module: its checks are not collected here
+from conformance.checks import test_s3_retries as s3_checks  # a module: its checks are not collected here
+from conformance.harness.result import ProcessInfo, Result
+from conformance.judging import expect
+from conformance.lab import config
+from conformance.reporting import platforms, view
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 HANG = "/opt/fixtures/pyops/bin/hang.sh"

@@ -11,8 +11,11 @@ import uuid
 
 import pytest
 
-from conformance import sandbox, timing, view, watch
-from conformance.processes import SESSION_VAR, of_session
+from conformance import watch
+from conformance.harness import sandbox
+from conformance.harness.processes import SESSION_VAR, of_session
+from conformance.lab import timing
+from conformance.reporting import view
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE
 

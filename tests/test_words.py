@@ -13,7 +13,7 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from conformance import expect
+from conformance.judging import expect
 
 SUITE = Path(expect.__file__).resolve().parent
 # Every module of the suite that judges: the checks, and the harness's own failures and notes.
@@ -105,7 +105,7 @@ def test_the_checker_finds_bare_words(tmp_path):
     # The test above must be able to fail: a module with each kind of bare text.
     module = tmp_path / "test_sample.py"
     module.write_text(
-        "from conformance import expect\n"
+        "from conformance.judging import expect\n"
         "expect.that(ok, 'S1.1', 'stdout empty', expect.say('a', 'あ'), result)\n"
         "expect.fail('S1.1', expect.say('a', 'あ'), 'got %s' % x, result)\n"
         "expect.fail('S1.1', expect.say('a', 'あ'), expect.say('b', 'い'), result, f'hint {x}')\n"
@@ -129,7 +129,9 @@ def test_say_follows_the_language():
 
 def _tables():
     """Every {"en": {...}, "ja": {...}} table of words in the suite's modules."""
-    from conformance import report, verdicts, view, watch
+    from conformance import watch
+    from conformance.judging import verdicts
+    from conformance.reporting import report, view
 
     for module in (expect, view, report, verdicts, watch):
         for name, value in vars(module).items():

@@ -5,13 +5,13 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from conformance import provenance
 from conformance.classroom import grading, report_html
 from conformance.classroom.discover import Submission
 from conformance.classroom.queue import Done, Job, Settings
 from conformance.classroom.store import Store, resume_key
-from conformance.clauses import steps_for
-from conformance.inert import inert
+from conformance.harness.inert import inert
+from conformance.lab.clauses import steps_for
+from conformance.reporting import provenance
 
 # grades.csv is rewritten as gradings finish, at most this often (a class of thousands would
 # otherwise spend its time rewriting it); it is always written once more at the end.

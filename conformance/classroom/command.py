@@ -22,12 +22,13 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
-from conformance import config, view
 from conformance.classroom import credentials, generations, grading, layout
 from conformance.classroom.discover import NotASubmissionsFolder, discover
 from conformance.classroom.queue import Settings, run_local, stop_on_signals
 from conformance.classroom.store import NotAClassFolder, Store
-from conformance.clauses import LANGUAGES
+from conformance.lab import config
+from conformance.lab.clauses import LANGUAGES
+from conformance.reporting import view
 from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, Parser, UsageError
 
 EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED = 0, 1
@@ -228,7 +229,7 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
         )
     parallel = options.jobs or default_parallel()
     if not broker and parallel > 1:
-        from conformance.sandbox import probe_namespace
+        from conformance.harness.sandbox import probe_namespace
 
         plan, why_not = probe_namespace()
         if plan is None:

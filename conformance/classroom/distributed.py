@@ -35,10 +35,10 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from conformance import provenance
 from conformance.classroom import grading, signing
 from conformance.classroom.queue import Done, Job, Settings
-from conformance.clauses import LANGUAGES
+from conformance.lab.clauses import LANGUAGES
+from conformance.reporting import provenance
 from conformance.usage import EXIT_ERROR
 
 TASK = "pyops_conformance.grade"
@@ -177,7 +177,7 @@ def _not_graded(message: str) -> Dict:
 
 def work(broker: str, key: bytes, pythons: Sequence[str], parallel: int) -> int:
     """Run a worker on this machine: `parallel` gradings at a time, each in private labs."""
-    from conformance.sandbox import probe_namespace
+    from conformance.harness.sandbox import probe_namespace
 
     plan, why_not = probe_namespace()
     if plan is None:

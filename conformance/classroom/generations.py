@@ -25,9 +25,10 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from conformance import provenance, report, verdicts
 from conformance.classroom import layout, report_html
 from conformance.classroom.store import RECORD, RESULTS, points, safe_cell
+from conformance.judging import verdicts
+from conformance.reporting import provenance, report
 
 # What the command that approves a generation says of it (--config, --python, --lang); the suite
 # is the one installed, not the teacher's to give.

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
-from conformance import processes, provenance
+from conformance.harness import processes
+from conformance.reporting import provenance
 
 GRADED, ERROR, TIMEOUT = "graded", "error", "timeout"
 STATUSES = (GRADED, ERROR, TIMEOUT)

@@ -12,9 +12,9 @@ import html
 import statistics
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from conformance import verdicts
-from conformance.clauses import CLAUSES
-from conformance.inert import inert
+from conformance.harness.inert import inert
+from conformance.judging import verdicts
+from conformance.lab.clauses import CLAUSES
 
 GRADED = "graded"
 # The statuses a grading ends in, always counted in the header (zeros too: "no timeout" is news).

@@ -20,11 +20,12 @@ import json
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional
 
-from conformance import platforms, report, verdicts
 from conformance.classroom import layout
 from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
-from conformance.config import LabConfig
-from conformance.inert import inert
+from conformance.harness.inert import inert
+from conformance.judging import verdicts
+from conformance.lab.config import LabConfig
+from conformance.reporting import platforms, report
 
 # A record of these stays valid while its key does; an error is tried again (it is often the
 # machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from conformance import provenance, report
 from conformance.classroom import grading
 from conformance.classroom.queue import Job, Settings, run_local, stop_on_signals
-from conformance.config import DEFAULT_FILE
+from conformance.lab.config import DEFAULT_FILE
+from conformance.reporting import provenance, report
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
 
 ROUNDS = 2  # a correct runner graded twice: a verdict that can differ between two runs is a defect
@@ -133,7 +133,7 @@ def _count(wanted: Optional[str]) -> Optional[int]:
 
 
 def _config_text(path: Optional[str]) -> str:
-    from conformance import config
+    from conformance.lab import config
 
     chosen = Path(path) if path else DEFAULT_FILE
     try:

@@ -7,7 +7,7 @@ project's CI hold the suite to the same rules.
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from conformance.clauses import CLAUSES, CORE
+from conformance.lab.clauses import CLAUSES, CORE
 from conformance.selftest.zoo import Mutant, charged
 
 

@@ -270,6 +270,6 @@ def summary(outcomes: Sequence[Outcome], generated: int) -> Dict:
 
 
 def _clause_order(clause: str):  # type: ignore[no-untyped-def]
-    from conformance import verdicts
+    from conformance.judging import verdicts
 
     return verdicts.clause_order(clause)

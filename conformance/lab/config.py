@@ -1,0 +1,132 @@
+"""The lab configuration (TOML): profile, language, points per step or clause, visibility.
+
+The shipped lab.toml is the default. A score is the sum of the points of the clauses passed
+(verdicts.py): each step's points are shared by its clauses (a clause given points of its own
+keeps those, and the step's other clauses share the rest).
+"""
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS, steps_for
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the same parser, before it joined the standard library
+    import tomli as tomllib
+
+DEFAULT_FILE = Path(__file__).resolve().parents[1] / "lab.toml"  # at the top of the package, where a course finds it
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; the message says where and why, in one line."""
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    profile: str = CORE
+    lang: Optional[str] = None
+    step_points: Dict[str, float] = field(default_factory=dict)
+    clause_points: Dict[str, float] = field(default_factory=dict)
+    visibility: Dict[str, str] = field(default_factory=dict)
+    default_visibility: str = "visible"
+
+    def visibility_of(self, clause: str) -> str:
+        step = CLAUSES[clause].step if clause in CLAUSES else ""
+        return self.visibility.get(step, self.default_visibility)
+
+    def most_points(self) -> float:
+        """The lab's points in all: every step of the configuration's profile."""
+        return round(sum(self.step_points.get(step, 0.0) for step in steps_for(self.profile)), 4)
+
+    def worth_of_steps(self, steps: Iterable[str]) -> Dict[str, float]:
+        """The most points each of `steps` can earn."""
+        return {step: self.step_points.get(step, 0.0) for step in steps}
+
+    def worth(self, clauses: Iterable[str]) -> Dict[str, float]:
+        """The most points each of `clauses` (those graded) can earn: its own, or its share of
+        what its step's points leave."""
+        graded = set(clauses)
+        worth: Dict[str, float] = {}
+        for step in STEPS:
+            in_step = [clause for clause in CLAUSES if clause in graded and CLAUSES[clause].step == step]
+            own = {clause: self.clause_points[clause] for clause in in_step if clause in self.clause_points}
+            left = max(0.0, self.step_points.get(step, 0.0) - sum(own.values()))
+            worth.update(own)
+            worth.update(_share(left, [clause for clause in in_step if clause not in own]))
+        return worth
+
+
+# Points are shown to 4 decimal places; a share is a whole number of these units.
+POINT_UNIT = 10_000
+
+
+def _share(points: float, clauses: List[str]) -> Dict[str, float]:
+    """`points` split evenly over `clauses` in units of 1/POINT_UNIT, the remainder one unit each
+    to the first ones in the lab's order: each share shows exactly, and the shares add up to
+    `points` as shown (3 points over 7 clauses: 0.4286 five times and 0.4285 twice, not 7 x
+    0.4286 = 3.0002)."""
+    if not clauses:
+        return {}
+    units = round(points * POINT_UNIT)
+    each, extra = divmod(units, len(clauses))
+    return {clause: (each + (index < extra)) / POINT_UNIT for index, clause in enumerate(clauses)}
+
+
+def load(path: Optional[Path] = None) -> LabConfig:
+    """Read a configuration file (the shipped default when `path` is None)."""
+    path = path or DEFAULT_FILE
+    try:
+        with open(str(path), "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError("%s: cannot read it: %s" % (path, error.strerror)) from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError("%s: not valid TOML: %s" % (path, error)) from None
+    return parse(data, str(path))
+
+
+def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
+    unknown = sorted(set(data) - {"profile", "lang", "points", "visibility"})
+    if unknown:
+        raise ConfigError("%s: unknown setting %s (profile, lang, points, visibility)" % (where, unknown[0]))
+    profile = data.get("profile", CORE)
+    if profile not in PROFILES:
+        raise ConfigError("%s: profile = %r: use one of %s" % (where, profile, ", ".join(PROFILES)))
+    lang = data.get("lang")
+    if lang is not None and lang not in LANGUAGES:
+        raise ConfigError("%s: lang = %r: use one of %s" % (where, lang, ", ".join(LANGUAGES)))
+    points = dict(data.get("points", {}))
+    clause_points = points.pop("clause", {})
+    step_points = {key: _points(where, "points." + key, key, value, STEPS) for key, value in points.items()}
+    clause_points = {
+        key: _points(where, 'points.clause."%s"' % key, key, value, list(CLAUSES))
+        for key, value in clause_points.items()
+    }
+    for clause, value in clause_points.items():
+        step = CLAUSES[clause].step
+        taken = sum(v for c, v in clause_points.items() if CLAUSES[c].step == step)
+        if taken > step_points.get(step, 0.0):
+            raise ConfigError(
+                '%s: points.clause."%s" = %g: the clauses of %s take %g points, more than the step\'s %g'
+                % (where, clause, value, step, taken, step_points.get(step, 0.0))
+            )
+    visibility = dict(data.get("visibility", {}))
+    default = visibility.pop("default", "visible")
+    for key, value in [("default", default)] + list(visibility.items()):
+        if key != "default" and key not in STEPS:
+            raise ConfigError("%s: visibility.%s: no such step (%s)" % (where, key, ", ".join(STEPS)))
+        if value not in VISIBILITIES:
+            raise ConfigError("%s: visibility.%s = %r: use one of %s" % (where, key, value, ", ".join(VISIBILITIES)))
+    return LabConfig(profile, lang, step_points, clause_points, visibility, default)
+
+
+def _points(where: str, name: str, key: str, value: Any, known: List[str]) -> float:
+    if key not in known:
+        raise ConfigError("%s: %s: no such %s" % (where, name, "clause" if "clause" in name else "step"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError("%s: %s = %r: points are a number, 0 or more" % (where, name, value))
+    return float(value)
