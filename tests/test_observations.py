@@ -4,9 +4,14 @@ import json
 import os
 from collections import Counter
 
+import pytest
+
 from conformance.harness.result import WORK_FILE_LIMIT, small_files
 from conformance.judging.blocking import BASIC_NAME, TRACE
 from tests.grading import GOOD, grade
+
+# Scenarios shared between checks, judged by grading: the same on every interpreter (tox.ini runs it once).
+pytestmark = pytest.mark.once
 
 # A correct runner that first notes how it was called, where the test can read it (its uid
 # cannot reach the test's tmp_path).

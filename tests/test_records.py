@@ -15,6 +15,9 @@ from conformance.judging import expect
 from conformance.lab import records
 from conformance.lab.records import MAX_DIGITS, FieldProblem, Record, parse
 
+# The runs.jsonl reader's verdicts, judged by grading: the same on every interpreter (tox.ini runs it once).
+pytestmark = pytest.mark.once
+
 # JSON a record may hold: no NaN or infinities, no numbers longer than any exit code.
 small_ints = st.integers(min_value=-(10 ** (MAX_DIGITS - 1)), max_value=10 ** (MAX_DIGITS - 1))
 json_values = st.recursive(

@@ -12,6 +12,9 @@ from conformance.reporting import platforms, provenance
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, grade, submissions
 
+# Replays, judged by grading: the same on every interpreter (tox.ini runs it once).
+pytestmark = pytest.mark.once
+
 WRONG = next(mutant for mutant in MUTANTS if mutant.name == "exit-code-squashed-to-1")  # breaks S1.3
 
 
