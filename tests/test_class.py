@@ -82,17 +82,22 @@ def test_the_store_never_writes_into_a_folder_it_did_not_make(tmp_path):
     Store(tmp_path / "new", load()).open()  # its own folder: reopened to resume
 
 
-def test_every_input_of_a_grading_is_in_its_resume_key():
+def test_every_input_of_a_grading_is_in_its_resume_key_and_nothing_that_only_scores_it():
     base = resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
     changed = [
         resume_key(b"runner2", CONFIG_TEXT, "suite1", None, "en"),
-        resume_key(b"runner", CONFIG_TEXT + "#", "suite1", None, "en"),
+        resume_key(b"runner", CONFIG_TEXT.replace('profile = "core"', 'profile = "extended"'), "suite1", None, "en"),
         resume_key(b"runner", CONFIG_TEXT, "suite2", None, "en"),
         resume_key(b"runner", CONFIG_TEXT, "suite1", "/usr/bin/python3", "en"),
         resume_key(b"runner", CONFIG_TEXT, "suite1", None, "ja"),
     ]
     assert base == resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
     assert len({base, *changed}) == 6
+    # Points, visibility and comments score and show a grading: they do not change what it runs.
+    scored_otherwise = CONFIG_TEXT.replace("S1 = 3", "S1 = 6").replace('default = "visible"', 'default = "hidden"')
+    assert (
+        scored_otherwise != CONFIG_TEXT and resume_key(b"runner", scored_otherwise + "#", "suite1", None, "en") == base
+    )
 
 
 def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
@@ -209,6 +214,39 @@ def install_quick_class(monkeypatch, capsys) -> QuickClass:
 @pytest.fixture
 def quick_class(monkeypatch, capsys) -> QuickClass:
     return install_quick_class(monkeypatch, capsys)
+
+
+def test_a_change_of_points_alone_scores_the_class_again_without_grading_it(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", "# fails S1.3\n")
+    write(subs / "bob.py", "# bob's\n")
+    assert quick_class.run(subs, "--out", out)[0] == 0
+    graded = len(quick_class.graded)
+    before = {name: json.loads((out / name / "grading.json").read_text()) for name in ("alice", "bob")}
+    changed = tmp_path / "lab.toml"
+    changed.write_text(CONFIG_TEXT.replace("S1 = 3", "S1 = 6"), encoding="utf-8")
+    status, stdout, _ = quick_class.run(subs, "--out", out, "--config", changed)
+    assert status == 0 and "0 to grade" in stdout, stdout
+    assert len(quick_class.graded) == graded, "a change of points ran a runner again"
+    # Pending review, each student scored by the new points: alice's S1.3 failure costs more.
+    pending = out / "generations" / "2"
+    alice = json.loads((pending / "alice" / "grading.json").read_text())
+    assert alice["max_score"] == before["alice"]["max_score"] + 3 and alice["score"] < before["alice"]["score"] + 3
+    assert (pending / "alice" / "runner.py").read_bytes() == b"# fails S1.3\n"
+    # The record says under which configuration it is scored, and with which it was graded.
+    kept = json.loads((pending / "alice" / "results.json").read_text())["provenance"]
+    assert kept["configuration"]["text"] == changed.read_text(encoding="utf-8")
+    assert "rescored" in kept  # a made-up grading has no provenance to say which it was graded with
+    assert "2 of 2 submissions change" in stdout, stdout
+    # The review says what changed in the configuration, on the console and on the page, and that
+    # a score moved by points alone has the same verdicts.
+    assert "the configuration changed: points of step S1: 3 -> 6" in stdout, stdout
+    page = (out / "regrade.html").read_text()
+    assert 'data-changes="1"' in page and "points of step S1: 3 -&gt; 6" in page
+    assert "the same verdicts: the score moves with the configuration's points" in page
+    # Approved as printed: still nothing graded.
+    status, _, _ = quick_class.run(subs, "--out", out, "--config", changed, "--approve")
+    assert status == 0 and len(quick_class.graded) == graded
 
 
 def test_the_class_keeps_each_graded_runner_beside_its_record(tmp_path, quick_class):

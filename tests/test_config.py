@@ -98,3 +98,18 @@ def test_a_file_that_is_not_toml_is_named(tmp_path):
     path.write_text("points = [\n")
     with pytest.raises(config.ConfigError, match="not valid TOML"):
         config.load(path)
+
+
+def test_differences_name_each_setting_a_course_changed_in_the_lab_s_order():
+    from conformance.lab.config import DEFAULT_FILE, differences, loads
+
+    old = loads(DEFAULT_FILE.read_text(encoding="utf-8"))
+    text = DEFAULT_FILE.read_text(encoding="utf-8").replace("S3 = 5", "S3 = 10").replace("S1 = 3", "S1 = 6")
+    text = text.replace('default = "visible"', 'default = "visible"\nS6 = "hidden"') + '\n[points.clause]\n"S2.4" = 2\n'
+    assert differences(old, loads(text)) == [
+        "points of step S1: 3 -> 6",
+        "points of step S3: 5 -> 10",
+        "points of clause S2.4: - -> 2",
+        "visibility of step S6: - -> hidden",
+    ]
+    assert differences(old, old) == []

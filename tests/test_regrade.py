@@ -100,10 +100,12 @@ def test_a_rollback_with_nothing_before_says_so_in_one_line(tmp_path):
 
 
 def changed_configuration(folder: Path) -> Path:
-    """The shipped configuration, changed so that S2.1 fails for everyone (tests.test_class.quick_report)."""
+    """The shipped configuration, changed so that every submission is graded again (another
+    profile) and S2.1 fails for everyone (tests.test_class.quick_report reads the comment)."""
     folder.mkdir(parents=True, exist_ok=True)
     changed = folder / "lab.toml"
-    changed.write_text(DEFAULT_FILE.read_text(encoding="utf-8") + "\n# fails S2.1\n", encoding="utf-8")
+    text = DEFAULT_FILE.read_text(encoding="utf-8").replace('profile = "core"', 'profile = "extended"')
+    changed.write_text(text + "\n# fails S2.1\n", encoding="utf-8")
     return changed
 
 

@@ -172,6 +172,8 @@ def main_class(argv: Sequence[str]) -> int:
 def _review(kept: "generations.Generations", number: int, students: int, approve: str) -> int:
     """A regrade under a changed suite or configuration: say what it would change, publish nothing."""
     changed = kept.await_review(number, students)
+    for line in kept.configuration_changes(number):
+        print("the configuration changed: %s" % line)
     print(
         "%d of %d submissions change: review %s (generation %d, unpublished; generation %d stays published), "
         "then approve it with:\n  %s"
@@ -245,9 +247,10 @@ def _prepare(options: argparse.Namespace):  # type: ignore[no-untyped-def]
         number = kept.approvable(made_with)
     Store(Path(options.out), lab).open()  # the class folder itself: made here, or one this tool made
     if not options.approve:
-        number, _published = kept.choose(made_with)
+        number, _published = kept.choose(made_with, config_text)
     settings = Settings(config_text, options.python, lang, options.workers, options.timeout)
-    store = Store(kept.folder_of(number), lab, number, made_with)
+    earlier = [kept.folder_of(other) for other in kept.newest_first() if other != number]
+    store = Store(kept.folder_of(number), lab, number, made_with, config_text, earlier)
     store.open()
     return settings, store, submissions, parallel, broker
 

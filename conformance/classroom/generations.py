@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from conformance.classroom import layout, report_html
 from conformance.classroom.store import RECORD, RESULTS, points, safe_cell
 from conformance.judging import verdicts
+from conformance.lab import config
 from conformance.reporting import provenance, report
 
 # What the command that approves a generation says of it (--config, --python, --lang); the suite
@@ -81,27 +82,37 @@ class Generations:
     def published(self) -> Optional[int]:
         return self.state["published"][-1] if self.state["published"] else None
 
+    def newest_first(self) -> List[int]:
+        """Every generation made, the published one first, then the others from the newest."""
+        made = sorted((int(number) for number in self.state["made"]), reverse=True)
+        top = self.published
+        return ([top] if top in made else []) + [number for number in made if number != top]
+
     @property
     def pending(self) -> Optional[int]:
         """The generation regrade.csv and regrade.html compare with the published one, if any."""
         return self.state["pending"]
 
-    def choose(self, wanted: Mapping[str, Optional[str]]) -> Tuple[int, bool]:
-        """The generation to grade into, and whether it is published when graded (or pending)."""
+    def choose(self, wanted: Mapping[str, Optional[str]], config_text: Optional[str] = None) -> Tuple[int, bool]:
+        """The generation to grade into, and whether it is published when graded (or pending);
+        a new one keeps `config_text`, which a regrade's review compares."""
         self._adopt_earlier_layout()
         made = self.state["made"]
         top = self.published
         if top is None:
-            number = self._new(wanted)
+            number = self._new(wanted, config_text)
             return number, True
         if made.get(str(top), {}).get("identity") == dict(wanted):
             return top, True
         pending = [int(n) for n, entry in made.items() if entry.get("identity") == dict(wanted) and int(n) != top]
-        return (max(pending) if pending else self._new(wanted)), False
+        return (max(pending) if pending else self._new(wanted, config_text)), False
 
-    def _new(self, wanted: Mapping[str, Optional[str]]) -> int:
+    def _new(self, wanted: Mapping[str, Optional[str]], config_text: Optional[str] = None) -> int:
         number = max([int(n) for n in self.state["made"]] + [0]) + 1
-        self.state["made"][str(number)] = {"identity": dict(wanted), "made": provenance.now()}
+        made = {"identity": dict(wanted), "made": provenance.now()}
+        if config_text is not None:
+            made["configuration"] = config_text
+        self.state["made"][str(number)] = made
         self._save()
         return number
 
@@ -126,11 +137,20 @@ class Generations:
         published = self.published or number
         changed = changes(self.folder_of(published), self.folder_of(number))
         report.write_atomically(self.folder / layout.REGRADE_CSV, regrade_csv(changed))
-        page = report_html.render_regrade(changed, students, published, number)
+        page = report_html.render_regrade(changed, students, published, number, self.configuration_changes(number))
         report.write_atomically(self.folder / layout.REGRADE_HTML, page)
         self.state["pending"] = number
         self._save()
         return changed
+
+    def configuration_changes(self, number: int) -> List[str]:
+        """What generation `number`'s configuration changed from the published one's, a line each
+        (config.differences); none where either was made before generations kept their text."""
+        made = self.state["made"]
+        texts = [made.get(str(n), {}).get("configuration") for n in (self.published, number)]
+        if None in texts:
+            return []
+        return config.differences(*(config.loads(str(text)) for text in texts))
 
     def approvable(self, wanted: Mapping[str, Optional[str]]) -> int:
         """The generation pending review, if `wanted` (what the approving command grades with) is

@@ -126,9 +126,12 @@ def document(title: str, sections: Sequence[str]) -> str:
     )
 
 
-def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int) -> str:
-    """regrade.html: what publishing generation `new` over `old` would change, per clause (how
-    many students' verdicts move which way) and per student (each changed clause, both messages)."""
+def render_regrade(
+    changed: Sequence[Mapping], students: int, old: int, new: int, configuration: Sequence[str] = ()
+) -> str:
+    """regrade.html: what publishing generation `new` over `old` would change: the configuration
+    (a line per change), per clause (how many students' verdicts move which way) and per student
+    (each changed clause, both messages; a score moved by points alone says so)."""
     moves: Dict[str, Dict[str, int]] = {}
     for entry in changed:
         for change in entry["clauses"]:
@@ -150,25 +153,34 @@ def render_regrade(changed: Sequence[Mapping], students: int, old: int, new: int
         '<section id="by-clause"><h2>By clause</h2><table><tr><th>clause</th><th>students, by change</th></tr>'
         "%s</table></section>" % rows
     )
+    settings = '<section id="configuration" data-changes="%d"><h2>Configuration</h2>%s</section>' % (
+        len(configuration),
+        "<ul>%s</ul>" % "".join("<li>%s</li>" % _e(line) for line in configuration)
+        if configuration
+        else "<p>unchanged, or not known for the published generation</p>",
+    )
     people = []
     for entry in changed:
-        items = "".join(
-            "<li><b>%s</b> %s &rarr; %s<pre>was: %s</pre><pre>now: %s</pre></li>"
-            % (
-                _e(change["clause"]),
-                _e(change["old"]),
-                _e(change["new"]),
-                _e(change["old_message"] or "-"),
-                _e(change["new_message"] or "-"),
+        items = (
+            "".join(
+                "<li><b>%s</b> %s &rarr; %s<pre>was: %s</pre><pre>now: %s</pre></li>"
+                % (
+                    _e(change["clause"]),
+                    _e(change["old"]),
+                    _e(change["new"]),
+                    _e(change["old_message"] or "-"),
+                    _e(change["new_message"] or "-"),
+                )
+                for change in entry["clauses"]
             )
-            for change in entry["clauses"]
+            or "<li>the same verdicts: the score moves with the configuration's points</li>"
         )
         people.append(
             '<article data-student="%s"><h3>%s: %s &rarr; %s</h3><ul>%s</ul></article>'
             % (_e(entry["student"]), _e(entry["student"]), _e(entry["old_score"]), _e(entry["new_score"]), items)
         )
     by_student = '<section id="by-student"><h2>By student</h2>%s</section>' % "".join(people)
-    return document(title, [summary, by_clause, by_student])
+    return document(title, [summary, settings, by_clause, by_student])
 
 
 # --- the data, read once the same way by every section ---------------------------------------------

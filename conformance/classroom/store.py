@@ -18,13 +18,13 @@ import hashlib
 import io
 import json
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from conformance.classroom import layout
 from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
 from conformance.harness.inert import inert
 from conformance.judging import verdicts
-from conformance.lab.config import LabConfig
+from conformance.lab.config import LabConfig, loads
 from conformance.reporting import platforms, report
 
 # A record of these stays valid while its key does; an error is tried again (it is often the
@@ -46,21 +46,34 @@ class NotAClassFolder(Exception):
 
 
 def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, python: Optional[str], lang: str) -> str:
-    """What a grading depends on: the submission, the configuration, the suite, how it is run."""
+    """What a grading depends on: the submission, the profile the configuration grades, the suite,
+    how it is run. Not the configuration's points nor its visibility: they score verdicts and show
+    them, and a grading whose key holds is scored again under a changed configuration, not run."""
     digest = hashlib.sha256()
-    for part in (runner_text or b"", config_text.encode(), suite.encode(), (python or "").encode(), lang.encode()):
+    graded = loads(config_text).profile
+    for part in (runner_text or b"", graded.encode(), suite.encode(), (python or "").encode(), lang.encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()
 
 
 class Store:
     def __init__(
-        self, folder: Path, config: LabConfig, generation: int = 1, made_with: Optional[Mapping] = None
+        self,
+        folder: Path,
+        config: LabConfig,
+        generation: int = 1,
+        made_with: Optional[Mapping] = None,
+        config_text: Optional[str] = None,
+        earlier: Sequence[Path] = (),
     ) -> None:
         self.folder = folder
         self.config = config
+        self.config_text = config_text  # the configuration's text, for a grading scored again
         self.generation = generation  # which of the class folder's generations (generations.py)
         self.made_with = dict(made_with or {})  # what makes that generation: suite, configuration, ...
+        # Other generations' folders, the published one first: a grading there whose key holds
+        # here (only the points or visibility changed) is taken over and scored again, not run.
+        self.earlier = list(earlier)
 
     def open(self) -> None:
         """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
@@ -75,19 +88,41 @@ class Store:
         report.write_atomically(self.folder / layout.MARK, "a class folder of pyops-conformance class\n")
 
     def current(self, student: str, key: str) -> Optional[Dict]:
-        """The student's record if it still holds for this key (no need to grade again)."""
+        """The student's record if it still holds for this key (no need to grade again): this
+        generation's, or another's taken over and scored under this configuration."""
         record = self.record(student)
         if record and record.get("key") == key and record.get("status") in FINAL:
             return record
+        for folder in self.earlier:
+            found = _record_in(folder, student)
+            if found and found.get("key") == key and found.get("status") in FINAL:
+                return self._scored_again(student, folder / student, found)
         return None
 
     def record(self, student: str) -> Optional[Dict]:
-        if not layout.is_student_folder_name(student):
-            return None  # a name of the class's own: no record of a student is there
+        return _record_in(self.folder, student)
+
+    def _scored_again(self, student: str, graded_in: Path, record: Mapping) -> Optional[Dict]:
+        """Another generation's grading of the same runner, profile, suite and interpreter, kept
+        here under this generation's configuration: the same verdicts, scored by its points. Its
+        provenance names this configuration, and the one it was graded with."""
+        outcome: Dict = {"status": record["status"], "seconds": record.get("seconds"), "suite": record.get("suite")}
+        if record["status"] != GRADED:
+            outcome["message"] = record.get("message", "")
         try:
-            return json.loads((self.folder / student / RECORD).read_text(encoding="utf-8"))
+            outcome["output"] = (graded_in / OUTPUT).read_text(encoding="utf-8")
+            graded = record["status"] == GRADED
+            suite_report = json.loads((graded_in / RESULTS).read_text(encoding="utf-8")) if graded else None
+            runner_text = (graded_in / RUNNER).read_bytes() if (graded_in / RUNNER).exists() else None
         except (OSError, ValueError):
-            return None  # never graded, or a record cut short by a crash: grade again
+            return None  # cut short or removed meanwhile: graded anew
+        if suite_report is not None and self.config_text is not None:
+            kept = dict(suite_report.get("provenance") or {})
+            kept["rescored"] = {"graded_with_configuration": kept.get("configuration", {}).get("sha256")}
+            kept["configuration"] = {"sha256": sha256_text(self.config_text), "text": self.config_text}
+            suite_report["provenance"] = kept
+        outcome["report"] = suite_report
+        return self.save(student, record.get("submission", student), record["key"], outcome, runner_text)
 
     def save(
         self, student: str, submission: str, key: str, outcome: Mapping, runner_text: Optional[bytes] = None
@@ -172,6 +207,20 @@ class Store:
 def points(value: Optional[float]) -> str:
     """Points to two decimals at most, as a gradebook takes them (26.5, not 26.5000)."""
     return ("%.2f" % value).rstrip("0").rstrip(".") if value is not None else ""
+
+
+def _record_in(folder: Path, student: str) -> Optional[Dict]:
+    """The record of `student` in class or generation folder `folder`, if one was written whole."""
+    if not layout.is_student_folder_name(student):
+        return None  # a name of the class's own: no record of a student is there
+    try:
+        return json.loads((folder / student / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # never graded, or a record cut short by a crash: grade again
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def safe_cell(text: str) -> str:

@@ -60,6 +60,30 @@ class LabConfig:
         return worth
 
 
+def differences(old: LabConfig, new: LabConfig) -> List[str]:
+    """What a course changed from one configuration to the other, a line each (`points of S1: 3 ->
+    6`), in the lab's order: what a teacher reviews before a regrade is published."""
+    said = []
+    for name, was, now in (("profile", old.profile, new.profile), ("lang", old.lang, new.lang)):
+        if was != now:
+            said.append("%s: %s -> %s" % (name, was or "-", now or "-"))
+    for what, before, after in (
+        ("points of step", old.step_points, new.step_points),
+        ("points of clause", old.clause_points, new.clause_points),
+        ("visibility of step", old.visibility, new.visibility),
+    ):
+        for key in sorted(set(before) | set(after), key=lambda key: (key not in STEPS, key)):
+            if before.get(key) != after.get(key):
+                said.append("%s %s: %s -> %s" % (what, key, _said(before.get(key)), _said(after.get(key))))
+    if old.default_visibility != new.default_visibility:
+        said.append("default visibility: %s -> %s" % (old.default_visibility, new.default_visibility))
+    return said
+
+
+def _said(value: Any) -> str:
+    return "-" if value is None else "%g" % value if isinstance(value, float) else str(value)
+
+
 # Points are shown to 4 decimal places; a share is a whole number of these units.
 POINT_UNIT = 10_000
 
@@ -87,6 +111,14 @@ def load(path: Optional[Path] = None) -> LabConfig:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError("%s: not valid TOML: %s" % (path, error)) from None
     return parse(data, str(path))
+
+
+def loads(text: str, where: str = "configuration") -> LabConfig:
+    """A configuration from its text (as a class keeps it with its gradings)."""
+    try:
+        return parse(tomllib.loads(text), where)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError("%s: not valid TOML: %s" % (where, error)) from None
 
 
 def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
