@@ -187,6 +187,9 @@ HINT_BY_EVIDENCE = [
     # A runs.jsonl line made by % formatting: the fix is json.dumps, not "append once per attempt".
     ("record-built-by-hand", "S7.1", "test_s7_1", "build it with json.dumps(record)"),
     ("sigterm-not-forwarded", "S6.1", "test_s6_1_sigterm_reaches_the_command", "never passed SIGTERM on"),
+    # It hangs as a runner that waits on a pipe would, but its evidence is a command begun after the
+    # signal: it is told that, not to look for communicate().
+    ("retries-after-sigterm", "S6.3", "retries_left_do_not_run", "ran the command again after SIGTERM"),
     # The lock: waited for it, went ahead past a shared holder, went ahead past any, refused with 1
     # (held by another process, or by the runner's own first run while it applies).
     ("blocking-lock", "S5.2", "held_lock_exits_3[exclusive-holder]", "waited for the lock"),
