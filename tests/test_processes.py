@@ -283,3 +283,13 @@ def test_a_grading_leaves_nothing_behind_in_the_folder_of_its_labs(tmp_path, ope
     assert graded.rc == 0, graded.stdout + graded.stderr
     left = sorted(os.listdir(open_tmpdir["TMPDIR"]))
     assert left == [], left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the words for root")
+def test_why_no_namespace_is_said_in_one_line_a_grader_can_act_on(monkeypatch):
+    said = "[Errno 1] unshare: Operation not permitted"
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda path: False)
+    assert sandbox.plain_reason(said) == "this process may not make mount namespaces (unshare: Operation not permitted)"
+    monkeypatch.setattr(sandbox.os.path, "exists", lambda path: path == "/.dockerenv")
+    in_docker = sandbox.plain_reason(said)
+    assert "Errno" not in in_docker and "--cap-add SYS_ADMIN --security-opt seccomp=unconfined" in in_docker

@@ -544,10 +544,17 @@ def unreachable_lab() -> str:
 
 
 def plain_reason(error: str) -> str:
-    """Why a mount namespace could not be made, in words a grader can act on."""
+    """Why a mount namespace could not be made, in words a grader can act on (one line, no errno
+    number: `unshare: Operation not permitted`)."""
+    error = re.sub(r"^\[Errno \d+\] ", "", error)
     if "Operation not permitted" in error and "unshare" in error:
         if os.geteuid() != 0:
             return "no user namespaces for uid %d (%s)" % (os.geteuid(), error)
+        if os.path.exists("/.dockerenv"):  # a container without the capability: say what gives it
+            return (
+                "this container may not make namespaces (docker run gives it that with --cap-add SYS_ADMIN "
+                "--security-opt seccomp=unconfined)"
+            )
         return "this process may not make mount namespaces (%s)" % error
     if "Permission denied" in error and "mount" in error:
         return "mounts are refused here (%s): an AppArmor or SELinux profile, or a read-only /proc" % error
