@@ -18,7 +18,9 @@ costs on a machine drifts over minutes; the floor uses the mean of the two). Pri
   class or in the second pass alone (goal: none), and the second run's wall time (goal: under 5 s).
 
 Run as root on an otherwise idle machine (the gradings need mount namespaces); takes about fifteen
-minutes on two cores. Exit status 1 when a goal is missed.
+minutes on two cores (`--size 1`, the reference alone, is a short form of a minute). Exit status 1
+when a goal is missed, 2 when the figures could not be measured (bad input, a grading that failed),
+in one line.
 """
 
 import argparse
@@ -31,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NoReturn, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in the package
@@ -45,6 +47,18 @@ GOOD = sorted((REPO / "runner" / "styles").glob("*_runner.py"))
 SHARE_GOAL, RERUN_GOAL_S = 0.80, 5.0
 
 Verdict = Tuple[Tuple[str, str], ...]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        fail("%s (--help lists the options)" % message)
+
+
+def fail(message: str) -> NoReturn:
+    print("bench_class: %s" % message, file=sys.stderr)
+    sys.exit(2)
 
 
 def make_class(folder: Path, size: int) -> Dict[str, str]:
@@ -86,7 +100,7 @@ def alone(
         outcome = grade(runner_text, config_text, workers=workers, python=python)
         cpu.append(children_cpu() - before)
         if outcome["status"] != "graded":
-            sys.exit("bench_class: %s could not be graded alone: %s" % (student, outcome["message"]))
+            fail("%s could not be graded alone: %s" % (student, last_line(outcome["message"])))
         verdicts[student] = verdict(outcome["report"])
         print("  %s %s  %5.1fs %5.1f CPU-s  %s" % (label, student, outcome["seconds"], cpu[-1], students[student]))
     return verdicts, sum(cpu) / len(cpu)
@@ -96,15 +110,20 @@ def class_run(submissions: Path, out: Path, jobs: List[str]) -> Tuple[float, flo
     """Wall and CPU-seconds of one `pyops-conformance class` run."""
     argv = [sys.executable, "-m", "conformance", "class", str(submissions), "--out", str(out)] + jobs
     before, started = children_cpu(), time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        sys.exit("bench_class: the class grading failed (exit %d):\n%s" % (done.returncode, done.stdout[-2000:]))
+        fail("the class grading failed (exit %d): %s" % (done.returncode, last_line(done.stdout)))
     return wall, children_cpu() - before
 
 
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "(it said nothing)"
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, help="submissions at once (default: the class command's)")
     parser.add_argument(
         "-n",
@@ -118,9 +137,17 @@ def main() -> int:
     parser.add_argument("--keep", metavar="DIR", help="keep the class and its results in DIR (must not exist)")
     options = parser.parse_args()
     if options.size < 1:
-        parser.error("--size needs 1 or more")
-    if options.keep and os.path.exists(options.keep):
-        parser.error("--keep: %s exists already" % options.keep)
+        fail("--size needs 1 or more")
+    if options.jobs is not None and options.jobs < 1:
+        fail("-j needs 1 or more")
+    if options.workers < 0:
+        fail("-n needs 0 (no parallel checks) or more")
+    if options.python and not shutil.which(options.python):
+        fail("--python: no interpreter %s" % options.python)
+    if options.keep and os.path.lexists(options.keep):
+        fail("--keep: %s exists already" % options.keep)
+    if options.keep and not os.path.isdir(os.path.dirname(os.path.abspath(options.keep))):
+        fail("--keep: no folder %s to make it in" % os.path.dirname(os.path.abspath(options.keep)))
     cores = os.cpu_count() or 1
     work = Path(options.keep or tempfile.mkdtemp(prefix="pyops-bench-class-"))
     submissions, out = work / "submissions", work / "out"

@@ -10,7 +10,10 @@ conformance suite's sandbox, so the runner writes its runs.jsonl as in the lab):
 * SIGTERM to exit, for a command that exits at once on TERM (goal: at most 100 ms).
 
 Run it as root (it needs a mount namespace); the interpreter is called by its full path, since a
-version-manager shim would add tens of milliseconds to every start.
+version-manager shim would add tens of milliseconds to every start. The lab's root holds the
+interpreter's own folders, as a grading's does. A goal missed is said, not an exit status: exit 0
+when every figure was measured, 2 when one could not be (bad input, no mount namespace, a command
+that did not end as it should), in one line.
 """
 
 import argparse
@@ -28,39 +31,98 @@ import psutil
 
 from conformance.harness.processes import RUNNER_PATH
 from conformance.harness.sandbox import BIN_DIR, NAMESPACE, Lab, probe_namespace
-from conformance.plugin import reference_runner
+from conformance.plugin import Refused, real_interpreter, reference_runner
 
 HANG = str(BIN_DIR / "hang.sh")
 
 
-def timed(argv, lab, runs):
-    """Median wall time of `argv` run to completion inside the lab."""
+class Unmeasured(Exception):
+    """A figure could not be measured (the message says why, in one line)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
+
+    def error(self, message):
+        fail("%s (--help lists the options)" % message)
+
+
+def fail(message):
+    print("bench_runner: %s" % message, file=sys.stderr)
+    sys.exit(2)
+
+
+def timed(argv, lab, runs, status=0):
+    """Median wall time of `argv` run to completion inside the lab; each run must exit `status`."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(argv, preexec_fn=lab.preexec(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv, preexec_fn=lab.preexec(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         times.append(time.perf_counter() - started)
+        if done.returncode != status:
+            raise Unmeasured("%s exited %d, not %d: %s" % (" ".join(argv), done.returncode, status, said(done.stderr)))
     return statistics.median(times)
+
+
+def said(stderr):
+    """The last line a command wrote on stderr, or that it wrote nothing."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "(nothing on stderr)"
 
 
 def sigterm_to_exit(python, lab, runs):
-    """Median time from SIGTERM to the runner's exit, its command being a plain `sleep`."""
+    """Median time from SIGTERM to the runner's exit (143), its command being a plain `sleep`."""
     times = []
     for _ in range(runs):
-        runner = subprocess.Popen(
-            [python, RUNNER_PATH, "run", "--", "sleep", "60"],
-            preexec_fn=lab.preexec(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not psutil.Process(runner.pid).children() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        started = time.perf_counter()
-        runner.send_signal(signal.SIGTERM)
-        runner.wait()
-        times.append(time.perf_counter() - started)
+        with tempfile.TemporaryFile() as stderr:  # not a pipe: a `sleep` left behind would hold it open
+            runner = subprocess.Popen(
+                [python, RUNNER_PATH, "run", "--", "sleep", "60"],
+                preexec_fn=lab.preexec(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+            try:
+                deadline = time.monotonic() + 10
+                while runner.poll() is None and not psutil.Process(runner.pid).children():
+                    if time.monotonic() > deadline:
+                        raise Unmeasured("the runner started no command within 10 s")
+                    time.sleep(0.005)
+                if runner.returncode is not None:
+                    raise Unmeasured("the runner exited %d before its command started" % runner.returncode)
+                started = time.perf_counter()
+                runner.send_signal(signal.SIGTERM)
+                try:
+                    runner.wait(timeout=30)
+                except subprocess.TimeoutExpired as error:
+                    raise Unmeasured("the runner did not exit within 30 s of SIGTERM") from error
+                times.append(time.perf_counter() - started)
+            finally:
+                end(runner)
+            stderr.seek(0)
+            if runner.returncode != 128 + signal.SIGTERM:
+                raise Unmeasured(
+                    "the runner exited %d on SIGTERM, not 143: %s" % (runner.returncode, said(stderr.read()))
+                )
     return statistics.median(times)
+
+
+def end(runner):
+    """Kill whatever of a runner and its commands is still running (when a figure failed)."""
+    try:
+        left = psutil.Process(runner.pid).children(recursive=True) if runner.poll() is None else []
+    except psutil.Error:
+        left = []
+    if runner.poll() is None:
+        runner.kill()
+    for process in left:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    runner.wait()
 
 
 def row(what, mine, floor, goal, unit="s"):
@@ -72,29 +134,45 @@ def row(what, mine, floor, goal, unit="s"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", default=sys.executable, help="interpreter to time (full path)")
-    parser.add_argument("--runs", type=int, default=20, help="repetitions of the quick figures")
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", default=sys.executable, help="interpreter to time (default: this one)")
+    parser.add_argument(
+        "--runs", type=int, default=20, help="repetitions of the quick figures (default: %(default)s; 1: a short form)"
+    )
     options = parser.parse_args()
-    plan, why = probe_namespace()
+    if options.runs < 1:
+        fail("--runs needs 1 or more")
+    try:
+        # The executable itself, by its full path: a venv's python or a pyenv shim resolved.
+        python = os.path.realpath(real_interpreter(options.python))
+    except Refused as error:
+        fail("--python: %s" % error)
+    source = reference_runner()
+    if source is None:
+        fail("no bundled reference runner here (runner/runner.py beside the suite)")
+    # The lab's root holds the system's folders and the interpreter's own: one outside them (pyenv's
+    # in /root, a venv's base) could not be started in a root without them.
+    plan, why = probe_namespace(interpreters=[python])
     if plan is None:
-        sys.exit("bench_runner: needs a private mount namespace (run as root): %s" % why)
-    python = os.path.realpath(shutil.which(options.python) or options.python)
+        fail("needs a private mount namespace (run as root): %s" % why)
     root = Path(tempfile.mkdtemp(prefix="pyops-bench-"))
     try:
-        lab = Lab(root, NAMESPACE, reference_runner(), plan)
-        print("python %s, %d runs each, medians" % (python, options.runs))
+        lab = Lab(root, NAMESPACE, source, plan)
+        print("python %s, %d runs each, medians" % (python, options.runs), flush=True)
         bare = timed([python, "-c", "pass"], lab, options.runs)
         start = timed([python, RUNNER_PATH, "run", "--", "true"], lab, options.runs)
         row("start-up: run -- true", start, bare, 1.2)
-        slow_runs = max(3, options.runs // 5)
-        gnu = timed(["timeout", "1", HANG], lab, slow_runs)
-        ours = timed([python, RUNNER_PATH, "run", "--timeout", "1", "--", HANG], lab, slow_runs)
+        # Two seconds a run: a fifth as many, at least three (fewer when fewer runs were asked for).
+        slow_runs = min(options.runs, max(3, options.runs // 5))
+        gnu = timed(["timeout", "1", HANG], lab, slow_runs, status=124)
+        ours = timed([python, RUNNER_PATH, "run", "--timeout", "1", "--", HANG], lab, slow_runs, status=124)
         row("timeout 1 on hang.sh", ours, gnu, 1.05)
         term = sigterm_to_exit(python, lab, options.runs)
         print(
             "%-34s %9.1fms (goal <= 100ms: %s)" % ("SIGTERM to exit", term * 1000, "ok" if term <= 0.1 else "over goal")
         )
+    except Unmeasured as error:
+        fail(str(error))
     finally:
         shutil.rmtree(str(root), ignore_errors=True)
 

@@ -15,8 +15,10 @@ the mutants an earlier run's --json did not kill and equivalent.toml does not li
 is added for a survivor, this says whether it now dies, in minutes instead of the hour the whole
 set takes.
 
-Run as root on an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml (or
-the unmodified reference fails), 2 on bad input, 130 when stopped (the journal keeps what was judged).
+`--sample 1 -j 1` is a short form (the reference, then one mutant: under a minute). Run as root on
+an otherwise idle machine. Exit status 1 when a survivor is not in equivalent.toml (or the unmodified
+reference fails), 2 on bad input (said in one line), 130 when stopped (the journal keeps what was
+judged).
 """
 
 import argparse
@@ -27,7 +29,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Set
+from typing import NoReturn, Set
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -35,14 +37,29 @@ sys.path.insert(0, str(REPO))
 from conformance.classroom.queue import Settings, stop_on_signals  # noqa: E402
 from conformance.lab.config import DEFAULT_FILE  # noqa: E402
 from conformance.reporting import provenance  # noqa: E402
-from conformance.selftest import generate, kill  # noqa: E402
+
+try:
+    from conformance.selftest import generate, kill  # noqa: E402
+except ModuleNotFoundError as missing:  # cosmic-ray, which makes the mutants
+    if __name__ != "__main__":
+        raise
+    print("mutation: %s: pip install 'pyops-lab[mutation]' (Python 3.9 or later)" % missing, file=sys.stderr)
+    sys.exit(2)
 
 SOURCE = REPO / "runner" / "runner.py"
 MIN_TIMEOUT_S = 120
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        print("mutation: %s (--help lists the options)" % message, file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, help="grade this many mutants, chosen by --seed (default: all)")
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("-j", dest="parallel", type=int, default=2, help="gradings at once (default: 2)")
@@ -56,6 +73,10 @@ def main() -> int:
         "--journal", help="keep each outcome here as it comes, and go on from it (a run stopped and started again)"
     )
     options = parser.parse_args()
+    wrong = bad_options(options)
+    if wrong:
+        print("mutation: %s" % wrong, file=sys.stderr)
+        return 2
 
     open_keys = None
     if options.again:
@@ -75,6 +96,16 @@ def main() -> int:
     print("%d mutants of %s made in %.1f s; grading %d" % (len(mutants), SOURCE.name, made_s, len(chosen)), flush=True)
 
     settings = Settings(DEFAULT_FILE.read_text(encoding="utf-8"), None, "en", options.workers, 0)
+    identity = {
+        "suite": provenance.suite_fingerprint(),
+        "source": provenance.sha256(source.encode("utf-8")),
+        "configuration": provenance.sha256(settings.config_text.encode("utf-8")),
+    }
+    try:
+        journal = kill.Journal(Path(options.journal) if options.journal else None, identity)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print("mutation: --journal %s: not a journal (%s)" % (options.journal, error), file=sys.stderr)
+        return 2
     stop_on_signals()  # the journal keeps what finished; the running gradings are stopped
     try:
         base_s = kill.baseline(source, replace(settings, timeout_s=MIN_TIMEOUT_S * 5))
@@ -109,12 +140,6 @@ def main() -> int:
             flush=True,
         )
 
-    identity = {
-        "suite": provenance.suite_fingerprint(),
-        "source": provenance.sha256(source.encode("utf-8")),
-        "configuration": provenance.sha256(settings.config_text.encode("utf-8")),
-    }
-    journal = kill.Journal(Path(options.journal) if options.journal else None, identity)
     try:
         outcomes = kill.kill(chosen, settings, options.parallel, each, journal=journal)
     except KeyboardInterrupt:
@@ -172,6 +197,28 @@ def main() -> int:
         }
         Path(options.json).write_text(json.dumps(matrix, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return 1 if figures["unexplained_survivors"] else 0
+
+
+def bad_options(options: argparse.Namespace) -> str:
+    """What is wrong with the options, in one line ("" when nothing): said before any grading, not
+    after an hour of them."""
+    if options.sample is not None and options.sample < 1:
+        return "--sample needs 1 or more"
+    if options.parallel < 1:
+        return "-j needs 1 or more"
+    if options.workers < 0:
+        return "-n needs 0 (no parallel checks) or more"
+    if options.timeout is not None and not options.timeout > 0:
+        return "--timeout needs more than 0 seconds"
+    for option, name in (("--json", options.json), ("--journal", options.journal)):
+        if name is None:
+            continue
+        folder = os.path.dirname(os.path.abspath(name))
+        if os.path.isdir(name):
+            return "%s %s: a folder, not a file" % (option, name)
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+            return "%s %s: no folder %s to write it in" % (option, name, folder)
+    return ""
 
 
 def open_findings(matrix: Path) -> Set[str]:

@@ -12,14 +12,17 @@ class graded at once or of the project's own tests, where a check played again w
 turn alone on the machine. Prints, per runner, condition and selection, how many distinct
 verdicts (sets of failed checks) the rounds gave, and of the last round how many checks did not
 pass (failed or not judged; the goal is 1 and 0 everywhere) and how many were played again.
-Exits 1 if any verdict varied. Options after `--` go to every grading (for example
-`-- --isolation chroot --python /usr/bin/python3`, with PYOPS_ROOTS set).
+Exits 1 if any verdict varied, 2 when a grading could not be done (bad input, a suite option it
+refused), in one line. Options after `--` go to every grading (for example
+`-- --isolation chroot --python /usr/bin/python3`, with PYOPS_ROOTS set). A short form:
+`--runs 1 --s6-runs 1 --condition idle --only reference`.
 """
 
 import argparse
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +38,22 @@ from conformance.selftest.zoo import MUTANTS, build  # noqa: E402
 WRONG = ("kills-only-the-child", "marker-before-apply-sh", "sigterm-not-forwarded")
 SELECTIONS = {"core": [], "S6": ["--clause", "S6"]}
 CONDITIONS = {"idle": ["idle"], "loaded": ["loaded"], "crowded": ["crowded"], "both": ["idle", "loaded"]}
+
+
+class Ungraded(Exception):
+    """A grading gave no report (the message says why, in one line)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
+
+    def error(self, message):
+        fail("%s (--help lists the options)" % message)
+
+
+def fail(message):
+    print("stability: %s" % message, file=sys.stderr)
+    sys.exit(2)
 
 
 def spin():
@@ -56,26 +75,47 @@ def disperse(crowded: "list[subprocess.Popen]") -> None:
         loop.wait()
 
 
-def runners(scratch: Path, wrong: bool):
+def runners(scratch: Path, wrong: bool, only=None):
+    """The runners to grade, by name (only `only` when given: it must be one of them)."""
     found = {"reference": REPO / "runner" / "runner.py"}
     found.update((path.stem, path) for path in sorted((REPO / "runner" / "styles").glob("*_runner.py")))
+    names = list(found) + (list(WRONG) if wrong else [])
+    if only is not None and only not in names:
+        also = " (with --wrong: %s)" % ", ".join(WRONG) if not wrong else ""
+        fail("--only %s: no such runner; one of %s%s" % (only, ", ".join(names), also))
     if wrong:
         by_name = {mutant.name: mutant for mutant in MUTANTS}
         for name in WRONG:
-            folder = scratch / name
-            folder.mkdir()
-            found[name] = build(by_name[name], folder)
-    return found
+            if only is None or only == name:
+                folder = scratch / name
+                folder.mkdir()
+                found[name] = build(by_name[name], folder)
+    return {name: path for name, path in found.items() if only is None or name == only}
 
 
 def repeated(runner: Path, rounds: int, selection, scratch: Path, suite_options=()):
     """Grade `runner` `rounds` times: (distinct verdicts, and of the last round the checks not passed and
     played again; the checks that varied)."""
-    report = scratch / "report.json"
+    report, said = scratch / "report.json", scratch / "grading.err"
+    if report.exists():
+        report.unlink()  # an earlier grading's is no verdict of this one
     argv = [sys.executable, "-m", "conformance", "--runner", str(runner), "--json", str(report)] + list(suite_options)
-    subprocess.run(
-        argv + ["--repeat", str(rounds)] + selection, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=7200
-    )
+    with open(str(said), "w+") as stderr:
+        try:
+            done = subprocess.run(
+                argv + ["--repeat", str(rounds)] + selection,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                timeout=7200,
+            )
+        except subprocess.TimeoutExpired as error:
+            raise Ungraded("the grading took over %d s" % error.timeout) from error
+        stderr.seek(0)
+        lines = stderr.read().strip().splitlines()
+    if not report.exists():
+        why = lines[-1] if lines else "it said nothing"
+        raise Ungraded("the grading wrote no report (exit %d): %s" % (done.returncode, why))
     data = json.loads(report.read_text())
     varied = data["repeat"]["varied"] if rounds > 1 else []
     # A round's verdict is the steady failures plus its own outcomes of the checks that varied.
@@ -85,7 +125,7 @@ def repeated(runner: Path, rounds: int, selection, scratch: Path, suite_options=
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="rounds of the whole core profile per runner")
     parser.add_argument("--s6-runs", type=int, default=20, help="rounds of --clause S6 per runner")
     parser.add_argument("--condition", choices=sorted(CONDITIONS), default="both")
@@ -94,14 +134,30 @@ def main():
     parser.add_argument("--wrong", action="store_true", help="also grade three wrong runners of the zoo")
     parser.add_argument("suite_options", nargs="*", help="after --: options for every grading")
     options = parser.parse_args()
+    if options.runs < 0 or options.s6_runs < 0:
+        fail("--runs and --s6-runs need 0 (none) or more")
+    if options.runs + options.s6_runs == 0:
+        fail("--runs and --s6-runs are both 0: nothing to grade")
+    if options.crowd < 1 and options.condition == "crowded":
+        fail("--crowd needs 1 or more")
     scratch = Path(tempfile.mkdtemp(prefix="pyops-stability-"))
-    graded = runners(scratch, options.wrong)
-    if options.only:
-        graded = {options.only: graded[options.only]}
+    try:
+        any_varied = measure(options, scratch)
+    except Ungraded as error:
+        fail(str(error))
+    finally:
+        shutil.rmtree(str(scratch), ignore_errors=True)
+    sys.exit(1 if any_varied else 0)
+
+
+def measure(options, scratch: Path) -> bool:
+    """Grade and print every line; whether any verdict varied."""
+    graded = runners(scratch, options.wrong, options.only)
     conditions = CONDITIONS[options.condition]
     print(
         "%-8s %-26s %-5s %6s %9s %8s %7s  %s"
-        % ("machine", "runner", "what", "rounds", "verdicts", "failed", "again", "time")
+        % ("machine", "runner", "what", "rounds", "verdicts", "failed", "again", "time"),
+        flush=True,
     )
     any_varied = False
     for condition in conditions:
@@ -115,9 +171,12 @@ def main():
                     if rounds < 1:
                         continue
                     began = time.monotonic()
-                    distinct, failed, again, varied = repeated(
-                        runner, rounds, SELECTIONS[selection], scratch, options.suite_options
-                    )
+                    try:
+                        distinct, failed, again, varied = repeated(
+                            runner, rounds, SELECTIONS[selection], scratch, options.suite_options
+                        )
+                    except Ungraded as error:
+                        raise Ungraded("%s, %s, %s: %s" % (condition, name, selection, error)) from error
                     print(
                         "%-8s %-26s %-5s %6d %9d %8d %7d  %.0fs"
                         % (condition, name, selection, rounds, distinct, failed, again, time.monotonic() - began),
@@ -130,7 +189,7 @@ def main():
             for process in load:
                 process.terminate()
             disperse(crowded)
-    sys.exit(1 if any_varied else 0)
+    return any_varied
 
 
 if __name__ == "__main__":
