@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance.harness import cpuwait, forks, identity, labfiles, machine, observations
+from conformance.harness import cpuwait, forks, identity, labfiles, machine, memory, observations
 from conformance.harness.inert import inert
 from conformance.harness.observations import Observations
 from conformance.harness.processes import SESSION_VAR, begin_session, reap, session_id
@@ -674,6 +674,7 @@ class Collector:
         self.tests.runner_calls += self.ahead.runner_calls
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
         reap(session_id())
+        memory.remove_left(session_id())  # the checks' memory cgroups that outlived their processes
         observations.remove_folder(self.config.pyops["observations"])  # type: ignore[attr-defined]
         snapshot = self.config.pyops_snapshot  # type: ignore[attr-defined]
         if snapshot is not None:

@@ -25,7 +25,7 @@ from typing import List
 import pytest
 
 import conformance
-from conformance.harness import identity, sandbox
+from conformance.harness import identity, memory, sandbox
 from conformance.harness.processes import SESSION_VAR, of_session, tagged
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, grade
@@ -773,3 +773,34 @@ def test_a_runner_cannot_mount_a_memory_file_system_of_its_own(tmp_path, drop_bo
     assert got == {"unshare: Operation not permitted"}, got
     # Refused, not broken: the reference's own calls (a child, a thread of the C library) still work.
     assert graded.rc == 0, graded.explain()
+
+
+# Holds more and more memory, 128 MB at a time (pages it writes, so the kernel charges them),
+# saying after each step how much it holds: past the check's bound the kernel kills it.
+HOLDS_MORE_AND_MORE = """import os
+held, pages = 0, []
+with open(%r, 'a') as told:
+    told.write(open('/proc/self/cgroup').read())
+    told.flush()
+    while held < (3 << 30):
+        pages.append(b'\\x01' * (128 << 20))
+        held += 128 << 20
+        told.write('%%d\\n' %% held)
+        told.flush()
+"""
+
+
+@pytest.mark.skipif(not memory.available()[0], reason="no memory cgroup for a check here: %s" % memory.available()[1])
+def test_a_runner_that_holds_more_and_more_memory_is_stopped_at_the_check_s_bound(tmp_path, drop_box):
+    told = writable_by_all(drop_box / "held")
+    runner = tmp_path / "runner.py"
+    runner.write_text(HOLDS_MORE_AND_MORE % str(told) + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1.3", workers=2)
+    lines = told.read_text().splitlines()
+    cgroups = [line for line in lines if ":memory:" in line]  # cgroup v1's line (v2: its 0:: line)
+    cgroups = cgroups or [line for line in lines if line.startswith("0::")]
+    assert cgroups and all("/pyops-check-" in line for line in cgroups), cgroups  # each call in its check's
+    held = [int(line) for line in lines if line.isdigit()]
+    assert held and max(held) <= memory.CHECK_MEMORY, "a check's runner held %d MB" % (max(held) >> 20)
+    # Stopped, not the grading: every check has a verdict (the runner's calls were killed: failed).
+    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from conformance.harness import labfiles, roots
+from conformance.harness import labfiles, memory, roots
 from conformance.harness.identity import RunnerUser, closed_ancestor, hand_over
 from conformance.harness.libc import LIBC
 from conformance.lab.commands import FIXTURE_SETTINGS, SETTINGS
@@ -387,6 +387,7 @@ class Lab:
         self.plan = plan
         self.user = user
         self.system_root = system_root  # chroot mode: the root its processes live in
+        self.memory: Optional[memory.MemoryBound] = None  # the check's memory cgroup, if any
         # The runner's uid passes through root/ (not list it) to work/, which it owns; output/
         # (what the runner printed, kept by the harness) stays the grader's alone.
         os.chmod(str(root), 0o711)
@@ -429,7 +430,21 @@ class Lab:
         return self.sub / "runs.jsonl"
 
     def preexec(self) -> Optional[Callable[[], None]]:
-        """What a child must run before exec to see this lab (None: nothing, shared mode)."""
+        """What a child must run before exec to be in this lab: join the check's memory bound,
+        then see the lab's paths (None: nothing, shared mode without a bound)."""
+        enter = self._enter()
+        bound = self.memory
+        if bound is None:
+            return enter
+
+        def bounded_then_enter() -> None:
+            bound.join()  # first: in a user namespace of its own, the child could no longer move
+            if enter is not None:
+                enter()
+
+        return bounded_then_enter
+
+    def _enter(self) -> Optional[Callable[[], None]]:
         if self.mode == CHROOT:
             assert self.system_root is not None
             return roots.enter(self.system_root, str(SUB_DIR))
@@ -604,6 +619,19 @@ class LabMaker:
 
     @contextlib.contextmanager
     def lab(self, user: Optional[RunnerUser] = None) -> Iterator[Lab]:
+        """One check's lab, and its memory bound (memory.py) where the machine gives one: made
+        first, removed last, once the check has killed what its runners left."""
+        bound = memory.bound_for_check(self.session)
+        try:
+            with self._lab(user) as lab:
+                lab.memory = bound
+                yield lab
+        finally:
+            if bound is not None:
+                bound.remove()  # refused while a process is in it: the grading's end tries again
+
+    @contextlib.contextmanager
+    def _lab(self, user: Optional[RunnerUser] = None) -> Iterator[Lab]:
         if self.mode == CHROOT:
             with self.roots.leased() as system_root, _folder_in(system_root) as root:
                 yield Lab(root, self.mode, self.runner_source, None, user, system_root)
