@@ -23,7 +23,6 @@ when a goal is missed, 2 when the figures could not be measured (bad input, a gr
 in one line.
 """
 
-import argparse
 import json
 import os
 import resource
@@ -33,7 +32,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NoReturn, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from oneline import Parser, fail  # this folder's shared parts
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the zoo lives with the project's tests, not in the package
@@ -47,18 +48,6 @@ GOOD = sorted((REPO / "runner" / "styles").glob("*_runner.py"))
 SHARE_GOAL, RERUN_GOAL_S = 0.80, 5.0
 
 Verdict = Tuple[Tuple[str, str], ...]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        fail("%s (--help lists the options)" % message)
-
-
-def fail(message: str) -> NoReturn:
-    print("bench_class: %s" % message, file=sys.stderr)
-    sys.exit(2)
 
 
 def make_class(folder: Path, size: int) -> Dict[str, str]:

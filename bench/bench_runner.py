@@ -16,7 +16,6 @@ when every figure was measured, 2 when one could not be (bad input, no mount nam
 that did not end as it should), in one line.
 """
 
-import argparse
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 
 import psutil
+from oneline import Parser, fail  # this folder's shared parts
 
 from conformance.harness.processes import RUNNER_PATH
 from conformance.harness.sandbox import BIN_DIR, NAMESPACE, Lab, probe_namespace
@@ -38,18 +38,6 @@ HANG = str(BIN_DIR / "hang.sh")
 
 class Unmeasured(Exception):
     """A figure could not be measured (the message says why, in one line)."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
-
-    def error(self, message):
-        fail("%s (--help lists the options)" % message)
-
-
-def fail(message):
-    print("bench_runner: %s" % message, file=sys.stderr)
-    sys.exit(2)
 
 
 def timed(argv, lab, runs, status=0):

@@ -9,7 +9,6 @@ missed is said, not an exit status: exit 0 when both gradings passed, 2 when one
 input, or a check the reference failed), in one line.
 """
 
-import argparse
 import json
 import subprocess
 import sys
@@ -17,17 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
-
-    def error(self, message):
-        fail("%s (--help lists the options)" % message)
-
-
-def fail(message):
-    print("bench_suite: %s" % message, file=sys.stderr)
-    sys.exit(2)
+from oneline import Parser, fail  # this folder's shared parts
 
 
 def graded(workers, profile, python, clauses):

@@ -29,7 +29,9 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn, Set
+from typing import Set
+
+from oneline import Parser  # this folder's shared parts
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -48,14 +50,6 @@ except ModuleNotFoundError as missing:  # cosmic-ray, which makes the mutants
 
 SOURCE = REPO / "runner" / "runner.py"
 MIN_TIMEOUT_S = 120
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        print("mutation: %s (--help lists the options)" % message, file=sys.stderr)
-        sys.exit(2)
 
 
 def main() -> int:

@@ -18,7 +18,6 @@ refused), in one line. Options after `--` go to every grading (for example
 `--runs 1 --s6-runs 1 --condition idle --only reference`.
 """
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -29,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from oneline import Parser, fail  # this folder's shared parts
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -42,18 +43,6 @@ CONDITIONS = {"idle": ["idle"], "loaded": ["loaded"], "crowded": ["crowded"], "b
 
 class Ungraded(Exception):
     """A grading gave no report (the message says why, in one line)."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a bad option said in one line (exit 2), as every other bad input."""
-
-    def error(self, message):
-        fail("%s (--help lists the options)" % message)
-
-
-def fail(message):
-    print("stability: %s" % message, file=sys.stderr)
-    sys.exit(2)
 
 
 def spin():

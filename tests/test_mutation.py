@@ -165,7 +165,10 @@ def test_a_mutant_whose_cleanup_sends_sigterm_where_sigkill_is_due_is_killed_by_
 
 
 def bench_module():
-    """bench/mutation.py, a script, loaded as a module."""
+    """bench/mutation.py, a script, loaded as a module (with its folder's shared parts, as a
+    script finds them)."""
+    if str(BENCH.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH.parent))
     spec = importlib.util.spec_from_file_location("mutation_bench", str(BENCH))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
