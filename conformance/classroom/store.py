@@ -25,7 +25,7 @@ from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
 from conformance.harness.inert import inert
 from conformance.judging import verdicts
 from conformance.lab.config import LabConfig, loads
-from conformance.reporting import platforms, report
+from conformance.reporting import platforms, provenance, report
 
 # A record of these stays valid while its key does; an error is tried again (it is often the
 # machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.
@@ -119,7 +119,7 @@ class Store:
         if suite_report is not None and self.config_text is not None:
             kept = dict(suite_report.get("provenance") or {})
             kept["rescored"] = {"graded_with_configuration": kept.get("configuration", {}).get("sha256")}
-            kept["configuration"] = {"sha256": sha256_text(self.config_text), "text": self.config_text}
+            kept["configuration"] = {"sha256": provenance.sha256(self.config_text.encode()), "text": self.config_text}
             suite_report["provenance"] = kept
         outcome["report"] = suite_report
         return self.save(student, record.get("submission", student), record["key"], outcome, runner_text)
@@ -217,10 +217,6 @@ def _record_in(folder: Path, student: str) -> Optional[Dict]:
         return json.loads((folder / student / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # never graded, or a record cut short by a crash: grade again
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def safe_cell(text: str) -> str:
