@@ -255,9 +255,9 @@ def test_the_pytest_view_is_there_for_maintainers(tmp_path):
     assert "test_s1_" in graded.stdout and "short test summary" in graded.stdout
 
 
-def test_readme_s_github_classroom_workflow_grades_every_core_step_for_an_integer_score():
-    readme = (REFERENCE.parents[1] / "README.md").read_text(encoding="utf-8")
-    workflow = readme.split("<!-- github-classroom:", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+def test_the_github_classroom_page_s_workflow_grades_every_core_step_for_an_integer_score():
+    page = (REFERENCE.parents[1] / "docs" / "platforms" / "github-classroom.md").read_text(encoding="utf-8")
+    workflow = page.split("<!-- github-classroom:", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
     graded = re.findall(r"--clause (S\d)\n\s+timeout: \d+\n\s+max-score: (\d+)\n", workflow)
     assert [step for step, _ in graded] == ["S%d" % n for n in range(1, 9)], graded
     assert all(int(score) > 0 for _, score in graded)
