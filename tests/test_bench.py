@@ -85,6 +85,20 @@ SHORT = {
         ],
         900,
     ),
+    "similarity.py": (
+        ["--quick"],
+        (0, 1),
+        [
+            r"^class: \d+ runners \(\d+ zoo mutants, \d+ runners of the tests, \d+ disguised copies\); thresholds ",
+            r"^recall: \d+ of \d+ disguised copies flagged$",
+            r"^zoo mutants flagged similar to their public base: \d+ of \d+$",
+            r"^false positives: \d+ pairs of different lineages flagged$",
+            r"^the 9 correct runners between each other: highest code %s " % NUMBER,
+            r"^60 submissions, \d+ pairs \(with the 9 public runners\), \d+ cores: %s s; one changed: %s s "
+            % (NUMBER, NUMBER),
+        ],
+        180,
+    ),
     "stability.py": (
         ["--runs", "1", "--s6-runs", "1", "--condition", "idle", "--only", "reference"],
         (0, 1),
@@ -161,6 +175,7 @@ def test_the_benchmark_runs_in_its_short_form(script, open_tmpdir, tmp_path):
         ("bench_class.py", ["-j", "x"], "invalid int value: 'x'"),
         ("mutation.py", ["--sample", "0"], "--sample needs 1 or more"),
         ("mutation.py", ["--json", "/nonexistent/matrix.json"], "no folder /nonexistent"),
+        ("similarity.py", ["--size", "1"], "--size needs 2 or more"),
         ("stability.py", ["--only", "nosuch"], "--only nosuch: no such runner"),
         ("stability.py", ["--runs", "1", "--s6-runs", "0", "--only", "reference", "--", "--bogus"], "--bogus"),
     ],

@@ -3,7 +3,7 @@
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Union
 
 from conformance.classroom import grading, report_html
 from conformance.classroom.discover import Submission
@@ -13,11 +13,16 @@ from conformance.harness.inert import inert
 from conformance.lab.clauses import steps_for
 from conformance.reporting import provenance
 
+if TYPE_CHECKING:  # only for annotations
+    from conformance.classroom.similarity import Outcome
+
 # grades.csv is rewritten as gradings finish, at most this often (a class of thousands would
 # otherwise spend its time rewriting it); it is always written once more at the end.
 GRADES_EVERY_S = 2.0
 
 Queue = Callable[[List[Job], Settings, Done], None]
+# The similarity check's outcome (similarity.Outcome), or why it was not computed; None before it ran.
+Similar = Union[None, str, "Outcome"]
 
 
 class Batch:
@@ -97,10 +102,11 @@ class Batch:
         self.store.write_grades(self.records.values(), self.steps)
         self._written_at = time.monotonic()
 
-    def write_report(self) -> None:
+    def write_report(self, similar: "Similar" = None) -> None:
+        """report.html; with the similarity check's outcome (or why there is none) once it ran."""
         students = [dict(record, tests=self.store.tests(name)) for name, record in sorted(self.records.items())]
         generation = dict(self.store.made_with, number=self.store.generation)
-        self.store.write_class_report(report_html.render(students, generation=generation))
+        self.store.write_class_report(report_html.render(students, generation=generation, similar=similar))
 
     def _shown(self, submission: Submission) -> str:
         path = submission.path or (self.root / submission.student)

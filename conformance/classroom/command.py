@@ -3,6 +3,7 @@
     pyops-conformance class SUBMISSIONS --out DIR [--config FILE] [-j N] [--force] [--approve]
                             [--broker [URL] | --broker-file FILE] [--key-file FILE]
                             [--python EXE] [--lang en|ja] [--timeout SECONDS] [-n WORKERS]
+                            [--known DIR] [--template FILE]...
     pyops-conformance class --out DIR --rollback
     pyops-conformance worker [--broker [URL] | --broker-file FILE] [--key-file FILE] [--python EXE]... [-j N]
 
@@ -20,7 +21,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from conformance.classroom import credentials, generations, grading, layout
 from conformance.classroom.discover import NotASubmissionsFolder, discover
@@ -30,6 +31,9 @@ from conformance.lab import config
 from conformance.lab.clauses import LANGUAGES
 from conformance.reporting import view
 from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, Parser, UsageError
+
+if TYPE_CHECKING:  # only for annotations
+    from conformance.classroom.batch import Batch
 
 EXIT_ALL_GRADED, EXIT_SOME_NOT_GRADED = 0, 1
 # Checks of one grading at a time (the suite's -n).
@@ -94,6 +98,20 @@ def class_parser() -> argparse.ArgumentParser:
         "--lang", choices=LANGUAGES, help="language of the reports (default: the configuration's, else the locale's)"
     )
     parser.add_argument(
+        "--known",
+        metavar="DIR",
+        help="known solutions to compare every submission with, besides the runners this project publishes "
+        "(one NAME.py or NAME/runner.py each; default: lab.toml's similarity.known)",
+    )
+    parser.add_argument(
+        "--template",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="code handed out to every student, left out of the similarity check (again for more; default: "
+        "lab.toml's similarity.template)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=grading.DEFAULT_TIMEOUT_S,
@@ -111,6 +129,7 @@ def main_class(argv: Sequence[str]) -> int:
         if options.submissions is None:
             raise UsageError("SUBMISSIONS is needed (all but --rollback grade a folder of submissions)")
         settings, store, submissions, parallel, broker = _prepare(options)
+        known, templates = _compared_with(options, store.config)
     except (
         UsageError,
         NotASubmissionsFolder,
@@ -156,6 +175,17 @@ def main_class(argv: Sequence[str]) -> int:
         )
         return EXIT_INTERRUPTED
     progress.close()
+    try:
+        _compare(batch, Path(options.out), known, templates)
+    except KeyboardInterrupt:
+        if publish and not options.approve:
+            kept.publish(store.generation)
+        print(
+            "stopped during the similarity check: every grading is kept in %s, and the pairs compared so far; run "
+            "the same command to go on" % options.out,
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     statuses = [record["status"] for record in batch.records.values()]
     not_graded = sum(status != grading.GRADED for status in statuses)
     out = Path(options.out)
@@ -167,6 +197,54 @@ def main_class(argv: Sequence[str]) -> int:
         % (len(statuses) - not_graded, not_graded, out / layout.GRADES, out / layout.REPORT, store.generation)
     )
     return EXIT_SOME_NOT_GRADED if not_graded else EXIT_ALL_GRADED
+
+
+def _compared_with(options: argparse.Namespace, lab: config.LabConfig) -> Tuple[Optional[Path], List[Path]]:
+    """The known solutions' folder and the template files of the similarity check: the command
+    line's, else the configuration's (relative to the configuration file)."""
+    base = (Path(options.config) if options.config else config.DEFAULT_FILE).resolve().parent
+    known = Path(options.known) if options.known else (base / lab.similarity.known if lab.similarity.known else None)
+    templates = [Path(path) for path in options.template] or [base / path for path in lab.similarity.template]
+    if known is not None and (known.is_symlink() or not known.is_dir()):
+        raise UsageError("--known %s: not a folder (one NAME.py or NAME/runner.py per known solution)" % known)
+    for path in templates:
+        if path.is_symlink() or not path.is_file():
+            raise UsageError("--template %s: not a regular file" % path)
+    return known, templates
+
+
+def _compare(batch: "Batch", out: Path, known: Optional[Path], templates: List[Path]) -> None:
+    """After the gradings: the similarity check, into report.html and similarity.csv. Where it
+    cannot run (copydetect missing), one line says so and the grades stand as they are."""
+    from conformance.classroom import similarity
+
+    settings = batch.store.config.similarity
+    try:
+        outcome = similarity.for_class(
+            batch.store, batch.records, known, templates, settings, out / layout.SIMILARITY_CACHE
+        )
+    except similarity.Unavailable as why:
+        print("similarity was not computed: %s" % why, file=sys.stderr, flush=True)
+        batch.write_report("not computed: %s" % why)
+        batch.store.write_similarity(None)
+        return
+    print(
+        "similarity: %d submission(s) compared in pairs and with %d other runner(s) in %.1f s: %d similar pair(s), "
+        "in %s and %s"
+        % (
+            outcome.runners,
+            outcome.others,
+            outcome.seconds,
+            len(outcome.similar),
+            out / layout.REPORT,
+            out / layout.SIMILARITY,
+        ),
+        flush=True,
+    )
+    for line in outcome.skipped:
+        print("similarity: %s" % line, file=sys.stderr)
+    batch.write_report(outcome)
+    batch.store.write_similarity(similarity.csv_text(outcome))
 
 
 def _review(kept: "generations.Generations", number: int, students: int, approve: str) -> int:
@@ -192,6 +270,10 @@ def _approve_command(options: argparse.Namespace, lang: str) -> str:
         argv += ["--config", os.path.abspath(options.config)]
     if options.python:
         argv += ["--python", options.python]
+    if options.known:
+        argv += ["--known", os.path.abspath(options.known)]
+    for path in options.template:
+        argv += ["--template", os.path.abspath(path)]
     argv += ["--lang", lang, "--approve"]
     return " ".join(shlex.quote(arg) for arg in argv)
 

@@ -3,6 +3,8 @@
     DIR/.pyops-class     the mark of a folder this tool made (store.py)
     DIR/grades.csv       the published generation's grades (store.py)
     DIR/report.html      the published generation's class report (store.py, drawn by batch.py)
+    DIR/similarity.csv   the published generation's pairs of runners compared (similarity.py)
+    DIR/similarity-cache.json    their code scores, per pair of submissions' sha256 (similarity.py)
     DIR/history.csv      each student's published grades, generation after generation (generations.py)
     DIR/regrade.csv      the generation pending review against the published one (generations.py)
     DIR/regrade.html     the same, for a teacher to review (generations.py)
@@ -25,6 +27,8 @@ hidden entries.
 MARK = ".pyops-class"
 GRADES = "grades.csv"
 REPORT = "report.html"
+SIMILARITY = "similarity.csv"
+SIMILARITY_CACHE = "similarity-cache.json"  # code scores per pair of submissions (similarity.py)
 HISTORY = "history.csv"
 REGRADE_CSV = "regrade.csv"
 REGRADE_HTML = "regrade.html"
@@ -33,10 +37,10 @@ GENERATIONS = "generations"
 STATE = "state.json"
 
 # The published generation's files, copied to the class folder's top when it is published.
-PUBLISHED_FILES = (GRADES, REPORT)
+PUBLISHED_FILES = (GRADES, REPORT, SIMILARITY)
 # What a pending generation is reviewed with; gone once nothing is pending.
 REGRADE_FILES = (REGRADE_CSV, REGRADE_HTML)
-NAMES = frozenset({MARK, GRADES, REPORT, HISTORY, REGRADE_CSV, REGRADE_HTML, GENERATIONS})
+NAMES = frozenset({MARK, GRADES, REPORT, SIMILARITY, SIMILARITY_CACHE, HISTORY, REGRADE_CSV, REGRADE_HTML, GENERATIONS})
 _FOLDED = frozenset(name.casefold() for name in NAMES)
 
 

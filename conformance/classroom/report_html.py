@@ -10,7 +10,7 @@ page's Content Security Policy forbids scripts altogether should one ever slip t
 
 import html
 import statistics
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from conformance.harness.inert import inert
 from conformance.judging import verdicts
@@ -84,14 +84,29 @@ ol.failures .line { display: block; font-family: ui-monospace, "DejaVu Sans Mono
                     background: #f6f6f6; border-left: 3px solid #d6453d; padding: 4px 8px; margin: 3px 0;
                     white-space: pre-wrap; overflow-wrap: anywhere; }
 ol.failures .who { color: #444; overflow-wrap: anywhere; }
+.pair { border: 1px solid #ddd; border-radius: 6px; margin: 0 0 12px; padding: 6px 12px; }
+.pair summary { cursor: pointer; font-weight: 600; overflow-wrap: anywhere; }
+.pair .scores { font-weight: 400; color: #444; margin-left: 8px; font-variant-numeric: tabular-nums; }
+.sides { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 10px; margin: 8px 0; }
+.sides h4 { margin: 0 0 4px; font-size: 13px; overflow-wrap: anywhere; }
+.sides pre { margin: 0; font: 12px/1.35 ui-monospace, "DejaVu Sans Mono", monospace; background: #f8f8f8;
+             padding: 6px; overflow-x: auto; max-height: 480px; overflow-y: auto; }
+.sides .ln { color: #999; display: inline-block; min-width: 3em; user-select: none; }
+.sides .gap { color: #999; }
+mark { background: #ffe08a; color: inherit; }
+ul.words { margin: 4px 0; padding-left: 20px; font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
 """
 
 
 def render(
-    students: Sequence[Mapping], title: str = "pyops lab: class report", generation: Optional[Mapping] = None
+    students: Sequence[Mapping],
+    title: str = "pyops lab: class report",
+    generation: Optional[Mapping] = None,
+    similar: Any = None,
 ) -> str:
     """The whole report as one HTML document; `generation` says which of the class folder's
-    generations it shows ({"number", "suite", "configuration"}, generations.py)."""
+    generations it shows ({"number", "suite", "configuration"}, generations.py); `similar` is the
+    similarity check's outcome (similarity.Outcome) or why it was not computed (no section: None)."""
     clauses = clauses_of(students)
     roster = sorted(students, key=lambda student: (_name(student).casefold(), _name(student)))
     sections = [
@@ -101,6 +116,8 @@ def render(
         heat_map(roster, clauses),
         _frequent_failures(students, clauses),
     ]
+    if similar is not None:
+        sections.append(similarity_section(similar))
     return document(title, sections)
 
 
@@ -594,3 +611,96 @@ def _frequent_failures(students: Sequence[Mapping], clauses: Sequence[str]) -> s
         )
     body.append("</ol>")
     return section("failures", heading, body)
+
+
+# Pairs drawn with their side-by-side view; the others are in similarity.csv.
+SHOWN_PAIRS = 40
+
+
+def similarity_section(similar: Any) -> str:
+    """Pairs of runners alike, the most similar first: both scores, the matching code side by side
+    (highlighted) and the words both say. It says "similar": the teacher decides what it means."""
+    from conformance.classroom import similarity
+
+    heading = "Similar runners"
+    if isinstance(similar, str):
+        return section("similarity", heading, ['<p class="empty">%s</p>' % _e(similar)])
+    pairs = similar.similar
+    body = [
+        '<p class="muted" data-compared="%d" data-others="%d" data-similar="%d">%s submissions compared in pairs, '
+        "and each with %s (the reference, the styles of <code>runner/styles</code> and any known solutions). A pair "
+        "is shown when its <b>code</b> score (copydetect's winnowing: names, strings, comments and layout left "
+        "out) reaches %.2f or its <b>behaviour</b> score (the words the runners print and write, the lab's own "
+        "left out) reaches %.2f. Similar is not copied: read both sides, then decide. Every pair is in "
+        "<code>similarity.csv</code>.</p>"
+        % (
+            similar.runners,
+            similar.others,
+            len(pairs),
+            _e(similar.runners),
+            _e(_plural(similar.others, "other runner")),
+            similar.code_threshold,
+            similar.behaviour_threshold,
+        )
+    ]
+    if not pairs:
+        body.append('<p class="empty">no pair reaches a threshold</p>')
+    for index, pair in enumerate(pairs[:SHOWN_PAIRS]):
+        body.append(_pair(pair, similarity, opened=index < 3))
+    if len(pairs) > SHOWN_PAIRS:
+        body.append(
+            '<p class="muted">%d more similar pairs: see <code>similarity.csv</code>.</p>' % (len(pairs) - SHOWN_PAIRS)
+        )
+    return section("similarity", heading, body)
+
+
+def _pair(pair: Any, similarity: Any, opened: bool) -> str:
+    first, second = pair.first, pair.second
+    scores = "code %.2f · behaviour %.2f (%s in common)" % (
+        pair.code,
+        pair.behaviour,
+        _plural(len(pair.shared), "word"),
+    )
+    sides = []
+    for runner, share, ranges in (
+        (first, pair.code_sides[0], pair.slices[0]),
+        (second, pair.code_sides[1], pair.slices[1]),
+    ):
+        lines = similarity.shown_lines(runner.text, ranges)
+        drawn = []
+        for number, pieces in lines:
+            if number is None:
+                drawn.append('<span class="gap">⋮</span>')
+                continue
+            text = "".join("<mark>%s</mark>" % _e(piece) if hit else _e(piece) for piece, hit in pieces)
+            drawn.append('<span class="ln">%d</span>%s' % (number, text))
+        sides.append(
+            '<div><h4>%s <span class="muted">%.0f%% of its code matches</span></h4><pre>%s</pre></div>'
+            % (_e(runner.label), 100 * share, "\n".join(drawn) or "(no matching code)")
+        )
+    words = "".join("<li>%s</li>" % _e(first.words.get(word, word)) for word in pair.shared[: similarity.SHOWN_WORDS])
+    more = len(pair.shared) - similarity.SHOWN_WORDS
+    said = (
+        '<p class="muted">Words both say (beyond the lab\'s own)%s:</p><ul class="words">%s</ul>'
+        % (" , the first %d of %d" % (similarity.SHOWN_WORDS, len(pair.shared)) if more > 0 else "", words)
+        if words
+        else '<p class="muted">No words in common beyond the lab\'s own.</p>'
+    )
+    return (
+        '<details class="pair" data-first="%s" data-second="%s" data-kind="%s" data-code="%.2f" '
+        'data-behaviour="%.2f"%s><summary>%s &harr; %s<span class="scores">%s</span></summary>'
+        '<div class="sides">%s</div>%s</details>'
+        % (
+            _e(first.name),
+            _e(second.name),
+            _e(second.kind),
+            pair.code,
+            pair.behaviour,
+            " open" if opened else "",
+            _e(first.label),
+            _e(second.label),
+            _e(scores),
+            "".join(sides),
+            said,
+        )
+    )

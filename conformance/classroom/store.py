@@ -8,6 +8,7 @@ DIR/STUDENT/output.txt      what the grading printed (the learner view), cut at 
 DIR/STUDENT/runner.py       the runner graded, byte for byte: `pyops-conformance replay DIR/STUDENT`
                             grades it again beside its record
 DIR/grades.csv              one row per student of the class, by name
+DIR/similarity.csv          every pair of runners compared, the most similar first (similarity.py)
 
 The names at DIR's top are layout.py's: a student named like one of them gets no folder.
 Every file is written whole or not at all, and through no link (report.write_atomically).
@@ -181,6 +182,15 @@ class Store:
         except (OSError, ValueError):
             return []
         return list(data.get("tests", []))
+
+    def write_similarity(self, text: Optional[str]) -> None:
+        """similarity.csv (similarity.py made its cells inert); None: the check did not run, and an
+        earlier run's file would be taken for this one's."""
+        path = self.folder / layout.SIMILARITY
+        if text is not None:
+            report.write_atomically(path, text)
+        elif path.exists():
+            path.unlink()
 
     def write_class_report(self, text: str) -> None:
         report.write_atomically(self.folder / layout.REPORT, text)

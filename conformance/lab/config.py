@@ -8,7 +8,7 @@ keeps those, and the step's other clauses share the rest).
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS, steps_for
 
@@ -19,10 +19,22 @@ else:  # pragma: no cover - the same parser, before it joined the standard libra
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1] / "lab.toml"  # at the top of the package, where a course finds it
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+# The class's similarity check (classroom/similarity.py): its thresholds, as measured by
+# bench/similarity.py, and where a course keeps known solutions and the template it hands out.
+SIMILARITY_KEYS = ("code", "behaviour", "known", "template")
+CODE_THRESHOLD, BEHAVIOUR_THRESHOLD = 0.6, 0.3
 
 
 class ConfigError(Exception):
     """A configuration that cannot be used; the message says where and why, in one line."""
+
+
+@dataclass(frozen=True)
+class SimilarityConfig:
+    code: float = CODE_THRESHOLD  # a pair whose code score reaches this is similar
+    behaviour: float = BEHAVIOUR_THRESHOLD  # ... or whose own words' score reaches this
+    known: Optional[str] = None  # a folder of known solutions, relative to the configuration file
+    template: Tuple[str, ...] = ()  # files of code every solution shares, relative to it too
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,7 @@ class LabConfig:
     clause_points: Dict[str, float] = field(default_factory=dict)
     visibility: Dict[str, str] = field(default_factory=dict)
     default_visibility: str = "visible"
+    similarity: SimilarityConfig = field(default_factory=SimilarityConfig)
 
     def visibility_of(self, clause: str) -> str:
         step = CLAUSES[clause].step if clause in CLAUSES else ""
@@ -77,6 +90,11 @@ def differences(old: LabConfig, new: LabConfig) -> List[str]:
                 said.append("%s %s: %s -> %s" % (what, key, _said(before.get(key)), _said(after.get(key))))
     if old.default_visibility != new.default_visibility:
         said.append("default visibility: %s -> %s" % (old.default_visibility, new.default_visibility))
+    for key in SIMILARITY_KEYS:
+        was, now = getattr(old.similarity, key), getattr(new.similarity, key)
+        if was != now:
+            shown = [", ".join(value) if isinstance(value, tuple) else value for value in (was, now)]
+            said.append("similarity %s: %s -> %s" % (key, _said(shown[0] or None), _said(shown[1] or None)))
     return said
 
 
@@ -122,9 +140,11 @@ def loads(text: str, where: str = "configuration") -> LabConfig:
 
 
 def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
-    unknown = sorted(set(data) - {"profile", "lang", "points", "visibility"})
+    unknown = sorted(set(data) - {"profile", "lang", "points", "visibility", "similarity"})
     if unknown:
-        raise ConfigError("%s: unknown setting %s (profile, lang, points, visibility)" % (where, unknown[0]))
+        raise ConfigError(
+            "%s: unknown setting %s (profile, lang, points, visibility, similarity)" % (where, unknown[0])
+        )
     profile = data.get("profile", CORE)
     if profile not in PROFILES:
         raise ConfigError("%s: profile = %r: use one of %s" % (where, profile, ", ".join(PROFILES)))
@@ -153,7 +173,32 @@ def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
             raise ConfigError("%s: visibility.%s: no such step (%s)" % (where, key, ", ".join(STEPS)))
         if value not in VISIBILITIES:
             raise ConfigError("%s: visibility.%s = %r: use one of %s" % (where, key, value, ", ".join(VISIBILITIES)))
-    return LabConfig(profile, lang, step_points, clause_points, visibility, default)
+    similarity = _similarity(where, data.get("similarity", {}))
+    return LabConfig(profile, lang, step_points, clause_points, visibility, default, similarity)
+
+
+def _similarity(where: str, table: Any) -> SimilarityConfig:
+    if not isinstance(table, dict):
+        raise ConfigError("%s: similarity: a table ([similarity]) of %s" % (where, ", ".join(SIMILARITY_KEYS)))
+    unknown = sorted(set(table) - set(SIMILARITY_KEYS))
+    if unknown:
+        raise ConfigError("%s: similarity.%s: no such setting (%s)" % (where, unknown[0], ", ".join(SIMILARITY_KEYS)))
+    thresholds = {}
+    for key, default in (("code", CODE_THRESHOLD), ("behaviour", BEHAVIOUR_THRESHOLD)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            raise ConfigError(
+                "%s: similarity.%s = %r: a threshold is a number above 0, at most 1" % (where, key, value)
+            )
+        thresholds[key] = float(value)
+    known = table.get("known")
+    if known is not None and (not isinstance(known, str) or not known):
+        raise ConfigError("%s: similarity.known = %r: a folder's path" % (where, known))
+    template = table.get("template", [])
+    template = [template] if isinstance(template, str) else template
+    if not isinstance(template, list) or not all(isinstance(path, str) and path for path in template):
+        raise ConfigError("%s: similarity.template = %r: a file's path, or a list of them" % (where, template))
+    return SimilarityConfig(thresholds["code"], thresholds["behaviour"], known, tuple(template))
 
 
 def _points(where: str, name: str, key: str, value: Any, known: List[str]) -> float:
