@@ -27,7 +27,16 @@ from conformance.harness.sandbox import SUB_DIR
 from conformance.lab import config
 from conformance.lab.clauses import LANGUAGES, PROFILES
 from conformance.reporting import platforms, provenance, report, view
-from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
+from conformance.usage import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PASSED,
+    PYTHON_VAR,
+    Parser,
+    UsageError,
+    default_python,
+)
 
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 # pytest.ExitCode.INTERRUPTED, named here so that a usage error costs no pytest import.
@@ -59,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--runner", help="the runner.py to grade (default: the lab's, %s)" % LAB_RUNNER)
     chosen.add_argument("--reference", action="store_true", help="grade the bundled reference runner")
-    parser.add_argument("--python", help="interpreter that runs it (default: the one the suite's venv was made from)")
+    parser.add_argument(
+        "--python",
+        default=default_python(),
+        help="interpreter that runs it (default: $%s, else the one the suite's venv was made from)" % PYTHON_VAR,
+    )
     parser.add_argument(
         "--runner-user",
         default="auto",

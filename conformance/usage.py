@@ -5,10 +5,24 @@ import it, and neither imports the other back.
 """
 
 import argparse
+import os
+from typing import Optional
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 # Stopped by Ctrl-C, kill or a closed terminal: the shell's 128 + SIGINT.
 EXIT_INTERRUPTED = 130
+
+
+# The interpreter that runs the runners when a command is given no --python. A machine whose base
+# Python runs code at every start (a .pth hook) or holds packages a learner's machine would not,
+# names a plain venv of it here once, for every command: each runner start costs what it would on
+# a learner's machine, and sees what it would there (the project's tests do this).
+PYTHON_VAR = "PYOPS_PYTHON"
+
+
+def default_python() -> Optional[str]:
+    """$PYOPS_PYTHON, the --python of every command that is given none; None when unset."""
+    return os.environ.get(PYTHON_VAR) or None
 
 
 class UsageError(Exception):

@@ -7,10 +7,37 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import List
 
 import pytest
 
 from conformance.harness.sandbox import SHARE_VAR
+from conformance.plugin import base_interpreter
+from conformance.usage import PYTHON_VAR
+
+# The venv pytest_configure made for this session's runners, removed when the session ends.
+_RUNNER_VENV: List[Path] = []
+
+
+def pytest_configure(config):
+    """The runners under test are run by a plain venv of the interpreter under test, made for the
+    session (unless $PYOPS_PYTHON names one), not by its base install: what a machine installed
+    there must change neither a runner's verdict nor the cost of each of its thousands of starts
+    (a base install's start-up hook that imports a package tripled each runner's start, a third
+    of a grading's CPU). xdist's workers inherit the variable; the controller makes the venv."""
+    if os.environ.get(PYTHON_VAR) or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pyops-tests-python-"))
+    folder.chmod(0o755)  # the runners' own uids start it
+    subprocess.run([base_interpreter(), "-m", "venv", "--without-pip", str(folder)], check=True)
+    _RUNNER_VENV.append(folder)
+    os.environ[PYTHON_VAR] = str(folder / "bin" / "python")
+
+
+def pytest_unconfigure(config):
+    for folder in _RUNNER_VENV:
+        shutil.rmtree(str(folder), ignore_errors=True)
+        os.environ.pop(PYTHON_VAR, None)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 
 from conformance import cli, plugin
 from conformance.lab.clauses import CLAUSES
+from conformance.usage import PYTHON_VAR
 from tests.grading import REFERENCE, grade
 
 # A runner that gets every exit code wrong the same way: it runs nothing and says it did.
@@ -287,6 +288,19 @@ def test_a_wrapper_interpreter_is_resolved_to_the_python_it_runs(tmp_path):
     assert graded.report["python"] == os.path.realpath(real) or graded.report["python"] == real
 
 
+def test_pyops_python_names_the_runners_interpreter_and_python_overrides_it(tmp_path):
+    plain = tmp_path / "plain"
+    subprocess.run([plugin.base_interpreter(), "-m", "venv", "--without-pip", str(plain)], check=True)
+    tmp_path.chmod(0o755)  # the runner's own uid starts the interpreter in it
+    env = dict(os.environ, **{PYTHON_VAR: str(plain / "bin" / "python")})
+    graded = grade(tmp_path, REFERENCE, "--clause", "S2.1", workers=2, env=env)
+    assert graded.rc == 0, graded.explain()
+    assert graded.report["python"] == str(plain / "bin" / "python"), graded.report["python"]
+    real = os.path.realpath(plugin.base_interpreter())
+    graded = grade(tmp_path, REFERENCE, "--python", real, "--clause", "S2.1", workers=2, env=env)
+    assert graded.rc == 0 and graded.report["python"] == real, graded.report["python"]
+
+
 def test_a_suite_in_a_folder_closed_to_the_runner_gives_it_commands_it_can_start(tmp_path):
     # tox keeps its venvs in the checkout's .tox, and a checkout may sit in a folder other users
     # cannot enter: the commands the checks give the runner must name the runner's interpreter
@@ -296,10 +310,12 @@ def test_a_suite_in_a_folder_closed_to_the_runner_gives_it_commands_it_can_start
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(closed / "venv")], check=True)
     importable = os.pathsep.join(path for path in sys.path if path)
     env = dict(os.environ, PYTHONPATH=importable)
+    env.pop(PYTHON_VAR, None)  # the default interpreter: the one the suite's venv was made from
     suite_python = str(closed / "venv" / "bin" / "python")
     graded = grade(tmp_path, REFERENCE, "--clause", "S2.3", workers=2, env=env, suite_python=suite_python)
     assert graded.rc == 0, graded.explain()
     assert graded.report["python"] != suite_python
+    assert graded.report["python"] == os.path.realpath(plugin.base_interpreter()), graded.report["python"]
     if os.geteuid() == 0:  # only a root grader gives the runner a uid of its own
         assert graded.report["runner_user"] == "own", graded.report["runner_user"]
 

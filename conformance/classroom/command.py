@@ -30,7 +30,7 @@ from conformance.classroom.store import NotAClassFolder, Store
 from conformance.lab import config
 from conformance.lab.clauses import LANGUAGES
 from conformance.reporting import view
-from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, Parser, UsageError
+from conformance.usage import EXIT_ERROR, EXIT_INTERRUPTED, PYTHON_VAR, Parser, UsageError, default_python
 
 if TYPE_CHECKING:  # only for annotations
     from conformance.classroom.batch import Batch
@@ -93,7 +93,11 @@ def class_parser() -> argparse.ArgumentParser:
         "grade on Celery workers: alone, the Redis broker's URL is read from $%s; a URL given here must hold "
         "no password" % credentials.URL_VAR,
     )
-    parser.add_argument("--python", help="interpreter that runs the runners (default: the suite's base python3)")
+    parser.add_argument(
+        "--python",
+        default=default_python(),
+        help="interpreter that runs the runners (default: $%s, else the suite's base python3)" % PYTHON_VAR,
+    )
     parser.add_argument(
         "--lang", choices=LANGUAGES, help="language of the reports (default: the configuration's, else the locale's)"
     )
@@ -366,10 +370,10 @@ def worker_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--python",
         action="append",
-        default=[],
+        default=[default_python()] if default_python() else [],
         metavar="EXE",
-        help="an interpreter a class may ask for with its own --python (again for more; default: none but the "
-        "suite's base python3)",
+        help="an interpreter a class may ask for with its own --python (again for more; default: $%s if set, "
+        "and the suite's base python3)" % PYTHON_VAR,
     )
     parser.add_argument(
         "-j", "--jobs", type=int, default=default_parallel(), help="submissions graded at once (default: 2 per CPU)"

@@ -18,6 +18,7 @@ one does not, 2 when it cannot run (no correct runner here: the lab image has no
 """
 
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,16 @@ from conformance.classroom import grading
 from conformance.classroom.queue import Job, Settings, run_local, stop_on_signals
 from conformance.lab.config import DEFAULT_FILE
 from conformance.reporting import provenance, report
-from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, Parser, UsageError
+from conformance.usage import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PASSED,
+    PYTHON_VAR,
+    Parser,
+    UsageError,
+    default_python,
+)
 
 ROUNDS = 2  # a correct runner graded twice: a verdict that can differ between two runs is a defect
 DEFAULT_SEED = 29
@@ -61,6 +71,11 @@ def parser() -> Parser:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which mutants (default: %(default)s)")
     parser.add_argument("-j", dest="parallel", type=int, help="gradings at once (default: the CPUs, at least 2)")
     parser.add_argument("-n", dest="workers", type=int, default=4, help="checks at once within a grading")
+    parser.add_argument(
+        "--python",
+        default=default_python(),
+        help="interpreter that runs the runners (default: $%s, else the suite's base python3)" % PYTHON_VAR,
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds one grading may take")
     parser.add_argument("--config", metavar="FILE", help="the lab configuration (default: the bundled lab.toml)")
     parser.add_argument("--lang", default="en", choices=("en", "ja"), help="the language of the messages")
@@ -85,13 +100,15 @@ def main(argv: Sequence[str]) -> int:
                 raise UsageError("no folder for the report file: %s" % path)
         if options.keep and not Path(options.keep).is_dir():
             raise UsageError("--keep %s: not a folder" % options.keep)
+        if options.python and not shutil.which(options.python):
+            raise UsageError("python interpreter not found: %s" % options.python)
         config_text = _config_text(options.config)
         _check_bases(count)
         _check_selection(options.keyword)
     except UsageError as error:
         print("pyops-conformance selftest: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
-    settings = Settings(config_text, None, options.lang, options.workers, options.timeout)
+    settings = Settings(config_text, options.python, options.lang, options.workers, options.timeout)
     parallel = options.parallel or max(2, os.cpu_count() or 1)
     started = time.monotonic()
     stop_on_signals()
