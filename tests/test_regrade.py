@@ -10,6 +10,7 @@ from typing import Dict, Union
 import pytest
 
 from conformance.lab.config import DEFAULT_FILE
+from conformance.reporting import provenance
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, class_command, submissions
 from tests.test_class import QuickClass, install_quick_class, write
@@ -216,3 +217,35 @@ def test_names_in_the_regrade_and_history_files_are_neutralised_and_their_change
     # Each student's changed clause is found, whatever the spreadsheet shows of the name.
     changes = {row["student"]: row["clauses that changed"] for row in csv.DictReader(regrade.splitlines())}
     assert changes == dict.fromkeys(shown, "S2.1"), changes
+
+
+def test_a_regrade_names_both_suites_and_why_each_score_moves(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", "# fails S1.3\n")
+    write(subs / "bob.py", "# bob's\n")
+    assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
+    changed = changed_configuration(tmp_path / "course")  # graded again: S2.1 now fails for everyone
+    # ... and S1 is worth more.
+    changed.write_text(changed.read_text(encoding="utf-8").replace("S1 = 3", "S1 = 6"), encoding="utf-8")
+    status, stdout, stderr = quick_class.run(subs, "--out", out, "--config", changed, "--lang", "en")
+    assert status == 0 and "2 of 2 submissions change" in stdout, stdout + stderr
+    suite = "%s %s" % (provenance.suite_version(), provenance.suite_fingerprint())
+    regrade = rows(out / "regrade.csv")
+    for row in regrade.values():
+        assert row["old suite"] == row["new suite"] == suite, row
+        assert "verdict of S2.1: passed -> failed" in row["why"] and "points of S1.1: 1 -> 2" in row["why"], row
+    assert "verdict of S1.3" not in regrade["alice"]["why"], "alice's S1.3 failed in both"
+    page = (out / "regrade.html").read_text(encoding="utf-8")
+    assert page.count(provenance.suite_fingerprint()) == 2 and 'id="suite"' in page
+    assert "points of S1.1: 1 -&gt; 2" in page and "verdict of S2.1: passed -&gt; failed" in page
+
+
+def test_a_change_of_language_grades_again_and_the_review_says_why(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", "# alice's\n")
+    assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
+    status, stdout, stderr = quick_class.run(subs, "--out", out, "--lang", "ja")
+    assert status == 0, stdout + stderr
+    assert len(quick_class.graded) == 2, "a report keeps its messages in one language: it is graded again"
+    page = (out / "regrade.html").read_text(encoding="utf-8")
+    assert "language: en -&gt; ja" in page and "graded again" in page, page

@@ -109,7 +109,7 @@ class Generations:
 
     def _new(self, wanted: Mapping[str, Optional[str]], config_text: Optional[str] = None) -> int:
         number = max([int(n) for n in self.state["made"]] + [0]) + 1
-        made = {"identity": dict(wanted), "made": provenance.now()}
+        made = {"identity": dict(wanted), "made": provenance.now(), "suite_version": provenance.suite_version()}
         if config_text is not None:
             made["configuration"] = config_text
         self.state["made"][str(number)] = made
@@ -135,9 +135,18 @@ class Generations:
         """Make generation `number` the one pending review: write regrade.csv and regrade.html (what
         publishing it would change, for `students` submissions) and remember it; return the changes."""
         published = self.published or number
-        changed = changes(self.folder_of(published), self.folder_of(number))
-        report.write_atomically(self.folder / layout.REGRADE_CSV, regrade_csv(changed))
-        page = report_html.render_regrade(changed, students, published, number, self.configuration_changes(number))
+        changed = changes(self.folder_of(published), self.folder_of(number), *self._configurations(published, number))
+        suites = (self.suite(published), self.suite(number))
+        report.write_atomically(self.folder / layout.REGRADE_CSV, regrade_csv(changed, suites))
+        page = report_html.render_regrade(
+            changed,
+            students,
+            published,
+            number,
+            self.configuration_changes(number),
+            suites,
+            self.grading_changes(number),
+        )
         report.write_atomically(self.folder / layout.REGRADE_HTML, page)
         self.state["pending"] = number
         self._save()
@@ -151,6 +160,41 @@ class Generations:
         if None in texts:
             return []
         return config.differences(*(config.loads(str(text)) for text in texts))
+
+    def _configurations(self, *numbers: Optional[int]) -> List[Optional[config.LabConfig]]:
+        """Each generation's configuration (None where it was made before generations kept it)."""
+        texts = [self.state["made"].get(str(n), {}).get("configuration") for n in numbers]
+        return [config.loads(str(text)) if text is not None else None for text in texts]
+
+    def suite(self, number: Optional[int]) -> str:
+        """The suite that graded generation `number`: its version and fingerprint ("unknown" where
+        a generation was made before they were kept)."""
+        made = self.state["made"].get(str(number), {})
+        return "%s %s" % (made.get("suite_version") or "unknown", made.get("identity", {}).get("suite") or "unknown")
+
+    def grading_changes(self, number: int) -> List[str]:
+        """How generation `number` is graded differently from the published one (the suite, the
+        interpreter, the language), a line each with why it grades the class again."""
+        made = self.state["made"]
+        was, now = (made.get(str(n), {}).get("identity", {}) for n in (self.published, number))
+        said = []
+        if was.get("suite") != now.get("suite"):
+            said.append(
+                "suite: %s -> %s: a changed check may judge differently, so every runner was graded again"
+                % (self.suite(self.published), self.suite(number))
+            )
+        if was.get("python") != now.get("python"):
+            said.append(
+                "python: %s -> %s: every runner was graded again with it"
+                % (was.get("python") or "(the suite's)", now.get("python") or "(the suite's)")
+            )
+        if was.get("lang") != now.get("lang"):
+            said.append(
+                "language: %s -> %s: every runner was graded again, for a report keeps each message only as it was "
+                "worded in its language (a check words what it measured as it measures it)"
+                % (was.get("lang") or "unknown", now.get("lang") or "unknown")
+            )
+        return said
 
     def approvable(self, wanted: Mapping[str, Optional[str]]) -> int:
         """The generation pending review, if `wanted` (what the approving command grades with) is
@@ -281,9 +325,13 @@ def clause_verdicts(student_folder: Path) -> Dict[str, Dict]:
     return {clause: dict(entry) for clause, entry in (data.get("clauses") or {}).items()}
 
 
-def changes(old: Path, new: Path) -> List[Dict]:
+def changes(
+    old: Path, new: Path, old_config: Optional[config.LabConfig] = None, new_config: Optional[config.LabConfig] = None
+) -> List[Dict]:
     """Per student whose grade or clause verdicts differ between two generation folders: the
-    scores and each changed clause with both verdicts and messages."""
+    scores, each changed clause with both verdicts and messages, and why the score moves (`why`:
+    each verdict changed, and, when both configurations are known, the points of each clause
+    judged whose worth changed)."""
     before, after = records(old), records(new)
     changed = []
     for student in sorted(set(before) | set(after)):
@@ -308,15 +356,33 @@ def changes(old: Path, new: Path) -> List[Dict]:
             now.get("status"),
         )
         if clauses or scores_differ:
+            why = (
+                ["status: %s -> %s" % (was.get("status"), now.get("status"))]
+                if was.get("status") != now.get("status")
+                else []
+            )
+            why += ["verdict of %s: %s -> %s" % (c["clause"], c["old"], c["new"]) for c in clauses]
+            if old_config is not None and new_config is not None:
+                why += _points_moved(old_config.worth(clauses_was), new_config.worth(clauses_now))
             changed.append(
                 {
                     "student": student,
                     "old_score": _score(was),
                     "new_score": _score(now),
                     "clauses": clauses,
+                    "why": why,
                 }
             )
     return changed
+
+
+def _points_moved(was: Mapping[str, float], now: Mapping[str, float]) -> List[str]:
+    """`points of S1.1: 0.75 -> 1.5` for each clause whose worth differs, in the lab's order."""
+    return [
+        "points of %s: %s -> %s" % (clause, points(was.get(clause, 0.0)), points(now.get(clause, 0.0)))
+        for clause in sorted(set(was) | set(now), key=verdicts.clause_order)
+        if points(was.get(clause, 0.0)) != points(now.get(clause, 0.0))
+    ]
 
 
 def _score(record: Mapping) -> str:
@@ -337,18 +403,25 @@ def _described(made: Mapping[str, Optional[str]], parts: List[str]) -> str:
     return ", ".join("%s %s" % (part, shown[part](made.get(part))) for part in parts)
 
 
-def regrade_csv(changed: List[Dict]) -> str:
+def regrade_csv(changed: List[Dict], suites: Tuple[str, str] = ("unknown", "unknown")) -> str:
+    """regrade.csv: a row per student that changes, with why, and the suites (version and
+    fingerprint) of the published generation and the one pending, on every row: a row read alone
+    (filtered, sorted) still says which grading it compares."""
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["student", "old score", "new score", "clauses that changed", "old -> new verdict"])
+    head = ["student", "old score", "new score", "clauses that changed", "old -> new verdict", "why"]
+    writer.writerow(head + ["old suite", "new suite"])
     for entry in changed:
         writer.writerow(
             [
                 safe_cell(entry["student"]),
-                entry["old_score"],
-                entry["new_score"],
-                " ".join(change["clause"] for change in entry["clauses"]),
-                "; ".join("%s %s -> %s" % (c["clause"], c["old"], c["new"]) for c in entry["clauses"]),
+                safe_cell(entry["old_score"]),
+                safe_cell(entry["new_score"]),
+                safe_cell(" ".join(change["clause"] for change in entry["clauses"])),
+                safe_cell("; ".join("%s %s -> %s" % (c["clause"], c["old"], c["new"]) for c in entry["clauses"])),
+                safe_cell("; ".join(entry.get("why", ()))),
+                safe_cell(suites[0]),
+                safe_cell(suites[1]),
             ]
         )
     return text.getvalue()

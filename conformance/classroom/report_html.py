@@ -144,11 +144,19 @@ def document(title: str, sections: Sequence[str]) -> str:
 
 
 def render_regrade(
-    changed: Sequence[Mapping], students: int, old: int, new: int, configuration: Sequence[str] = ()
+    changed: Sequence[Mapping],
+    students: int,
+    old: int,
+    new: int,
+    configuration: Sequence[str] = (),
+    suites: Sequence[str] = ("unknown", "unknown"),
+    grading: Sequence[str] = (),
 ) -> str:
-    """regrade.html: what publishing generation `new` over `old` would change: the configuration
-    (a line per change), per clause (how many students' verdicts move which way) and per student
-    (each changed clause, both messages; a score moved by points alone says so)."""
+    """regrade.html: what publishing generation `new` over `old` would change: the suite of each
+    (version and fingerprint) and how the grading changed (`grading`: the suite, the interpreter,
+    the language, a line each with why it graded again), the configuration (a line per change),
+    per clause (how many students' verdicts move which way) and per student (why the score moves,
+    each changed clause with both messages; a score moved by points alone says so)."""
     moves: Dict[str, Dict[str, int]] = {}
     for entry in changed:
         for change in entry["clauses"]:
@@ -176,8 +184,14 @@ def render_regrade(
         if configuration
         else "<p>unchanged, or not known for the published generation</p>",
     )
+    suite = (
+        '<section id="suite"><h2>Suite and grading</h2><ul><li>published generation %d: pyops-lab <code>%s</code></li>'
+        "<li>generation %d: pyops-lab <code>%s</code></li>%s</ul></section>"
+        % (old, _e(suites[0]), new, _e(suites[1]), "".join("<li>%s</li>" % _e(line) for line in grading))
+    )
     people = []
     for entry in changed:
+        why = "".join("<li>%s</li>" % _e(reason) for reason in entry.get("why", ()))
         items = (
             "".join(
                 "<li><b>%s</b> %s &rarr; %s<pre>was: %s</pre><pre>now: %s</pre></li>"
@@ -193,11 +207,19 @@ def render_regrade(
             or "<li>the same verdicts: the score moves with the configuration's points</li>"
         )
         people.append(
-            '<article data-student="%s"><h3>%s: %s &rarr; %s</h3><ul>%s</ul></article>'
-            % (_e(entry["student"]), _e(entry["student"]), _e(entry["old_score"]), _e(entry["new_score"]), items)
+            '<article data-student="%s"><h3>%s: %s &rarr; %s</h3><p>why:</p><ul class="why">%s</ul><ul>%s</ul>'
+            "</article>"
+            % (
+                _e(entry["student"]),
+                _e(entry["student"]),
+                _e(entry["old_score"]),
+                _e(entry["new_score"]),
+                why,
+                items,
+            )
         )
     by_student = '<section id="by-student"><h2>By student</h2>%s</section>' % "".join(people)
-    return document(title, [summary, settings, by_clause, by_student])
+    return document(title, [summary, suite, settings, by_clause, by_student])
 
 
 # --- the data, read once the same way by every section ---------------------------------------------

@@ -467,12 +467,18 @@ _SURVIVOR_WORDS = {
 
 
 def refused_by_lock(
-    result: Result, shared_holder: bool, clause: str = "S5.2", others_applied: Sequence[str] = ()
+    result: Result,
+    shared_holder: bool,
+    clause: str = "S5.2",
+    others_applied: Sequence[str] = (),
+    let_go: Optional[float] = None,
 ) -> None:
     """Exit 3 with the lab's message on stderr, while another process holds state/lock.
 
-    The hint follows from what the runner did: it waited (a blocking flock), it went ahead (no
-    exclusive flock on state/lock: a shared one passes a shared holder), or it refused with
+    The hint says only what the evidence shows: it waited (never ended while the lock was held,
+    or was running when the holder let go, at `let_go` on the clock of result.ended, and went on
+    after: None when the holder kept it to the end), it went ahead while the lock was held (no
+    exclusive flock on state/lock: a shared one passes a shared holder), it refused late, or with
     another exit code. `others_applied`: lines of applied.log that other runs wrote.
     """
     __tracebackhide__ = True
@@ -480,14 +486,32 @@ def refused_by_lock(
     if result.rc is None:
         fail(clause, words["at_once"], judgement["killed"] % (result.hung_after_s or 0), result, words["waited"])
     if result.rc != 3:
-        if result.duration_s > timing.OVERHEAD_S:  # it got the lock once the holder let go
-            hint = words["waited"]
-        elif len(result.applied()) > len(others_applied) or result.rc == 0:
-            hint = words["went_ahead_shared" if shared_holder else "went_ahead"]
-        else:
-            hint = words["other_code"] % result.rc
-        fail(clause, judgement["exit_code"] % 3, judgement["exit_code"] % result.rc, result, hint)
+        fail(
+            clause,
+            judgement["exit_code"] % 3,
+            judgement["exit_code"] % result.rc,
+            result,
+            lock_hint(result, shared_holder, others_applied, let_go, LANG),
+        )
     stderr_has(result, LOCKED, clause)
+
+
+def lock_hint(
+    result: Result, shared_holder: bool, others_applied: Sequence[str], let_go: Optional[float], lang: str
+) -> str:
+    """Why a runner that ended did not refuse with 3 while state/lock was held, from what it did."""
+    words = _in(_LOCK_WORDS, lang)
+    went_ahead = len(result.applied()) > len(others_applied) or result.rc == 0
+    started = result.ended - result.duration_s
+    if went_ahead and let_go is not None and started < let_go < result.ended:
+        return words["waited"]  # running when the holder let go, and it went on after
+    if went_ahead:
+        return words["went_ahead_shared" if shared_holder else "went_ahead"]
+    if result.duration_s > timing.OVERHEAD_S:
+        # Late without going past the lock: what kept it is not known (a loop that tries LOCK_NB
+        # again, a sleep), so the hint names no flock that blocks.
+        return words["late"] % (result.duration_s, result.rc)
+    return words["other_code"] % result.rc
 
 
 LOCKED = "another run in progress"
@@ -505,9 +529,13 @@ def not_waiting_for_the_lock(result: Result, clause: str) -> None:
 _LOCK_WORDS = {
     "en": {
         "at_once": "exit code 3 at once",
-        "waited": "your runner waited for the lock: fcntl.flock() without LOCK_NB blocks until the holder lets go. "
-        "Use fcntl.LOCK_EX | fcntl.LOCK_NB, and when it raises BlockingIOError print `another run in progress` "
+        "waited": "your runner waited for the lock: it did not refuse while another process held state/lock "
+        "(a fcntl.flock() without LOCK_NB waits so, and so does a loop that tries again). Try once with "
+        "fcntl.LOCK_EX | fcntl.LOCK_NB, and when it raises BlockingIOError print `another run in progress` "
         "to stderr and exit 3.",
+        "late": "your runner answered only after %.2fs, with exit code %s, though another process held "
+        "state/lock when it started: refuse at once. Try once with fcntl.LOCK_EX | fcntl.LOCK_NB (no retry, no "
+        "sleep), and when it raises BlockingIOError print `another run in progress` to stderr and exit 3.",
         "went_ahead_shared": "your runner went ahead although another process held a shared lock (LOCK_SH) on "
         "state/lock: take it exclusively (fcntl.LOCK_EX | fcntl.LOCK_NB), which no other holder allows; LOCK_SH "
         "only excludes exclusive holders.",
@@ -518,9 +546,13 @@ _LOCK_WORDS = {
     },
     "ja": {
         "at_once": "すぐに終了コード 3 で終了する",
-        "waited": "runner はロックが空くのを待っていました。LOCK_NB のない fcntl.flock() は保持者が離すまで"
-        "ブロックします。fcntl.LOCK_EX | fcntl.LOCK_NB を使い、BlockingIOError が出たら "
+        "waited": "runner はロックが空くのを待っていました。別のプロセスが state/lock を持っている間に拒否しません"
+        "でした(LOCK_NB のない fcntl.flock() も、再試行するループも、そのように待ちます)。"
+        "fcntl.LOCK_EX | fcntl.LOCK_NB で一度だけ試し、BlockingIOError が出たら "
         "`another run in progress` を標準エラー出力に書いて 3 で終了してください。",
+        "late": "runner は別のプロセスが state/lock を持っている間、%.2f 秒たってから終了コード %s で答えました。"
+        "すぐに拒否してください。fcntl.LOCK_EX | fcntl.LOCK_NB で一度だけ試し(再試行も sleep もせず)、"
+        "BlockingIOError が出たら `another run in progress` を標準エラー出力に書いて 3 で終了してください。",
         "went_ahead_shared": "別のプロセスが state/lock を共有ロック(LOCK_SH)で持っているのに、runner は先へ"
         "進みました。排他ロック(fcntl.LOCK_EX | fcntl.LOCK_NB)を取ってください。LOCK_SH は排他ロックの"
         "保持者しか締め出しません。",
