@@ -26,7 +26,7 @@ import pytest
 
 import conformance
 from conformance.harness import identity, memory, sandbox
-from conformance.harness.processes import SESSION_VAR, of_session, tagged
+from conformance.harness.processes import SESSION_VAR, TOKEN_VAR, of_session, tagged
 from conformance.selftest.zoo import MUTANTS, build
 from tests.grading import REFERENCE, grade
 
@@ -123,7 +123,7 @@ def test_the_runner_sees_only_the_allowlisted_environment(tmp_path, monkeypatch,
     graded = grade(tmp_path, runner, "--clause", "S4.4", "--clause", "S1.3")
     assert graded.rc == 0, graded.explain()
     seen = set(" ".join(dump.read_text().split("\n")).split())
-    allowed = {"PATH", "HOME", "LANG", "TZ", "TMPDIR", "FLAKY_STATE", "PYOPS_CONFORMANCE_TOKEN"}
+    allowed = {"PATH", "HOME", "LANG", "TZ", "TMPDIR", "FLAKY_STATE", TOKEN_VAR}
     allowed |= {"APPLY_FAIL", "APPLY_FAIL_CODE", "APPLY_DELAY"}  # set by the S4.4 checks themselves
     # What the interpreter itself adds at start-up is not from the grader.
     assert seen - allowed <= {"LC_CTYPE"}, sorted(seen - allowed)
@@ -799,8 +799,33 @@ def test_a_runner_that_holds_more_and_more_memory_is_stopped_at_the_check_s_boun
     lines = told.read_text().splitlines()
     cgroups = [line for line in lines if ":memory:" in line]  # cgroup v1's line (v2: its 0:: line)
     cgroups = cgroups or [line for line in lines if line.startswith("0::")]
-    assert cgroups and all("/pyops-check-" in line for line in cgroups), cgroups  # each call in its check's
+    # Each call in its check's cgroup, which its cgroup namespace shows it as its root, unnamed.
+    assert cgroups and all(line.endswith(":/") for line in cgroups), cgroups
     held = [int(line) for line in lines if line.isdigit()]
     assert held and max(held) <= memory.CHECK_MEMORY, "a check's runner held %d MB" % (max(held) >> 20)
     # Stopped, not the grading: every check has a verdict (the runner's calls were killed: failed).
     assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
+
+
+# Behaves correctly only where it can tell a grading from a learner's machine by what it cheaply
+# reads (its uid's account, TMPDIR, environment, folders, mounts, cgroup), and otherwise runs
+# every command twice. A grading that looks like a learner's machine makes it lose what its
+# double calls break; one it can tell apart would give it full marks.
+BEHAVES_ONLY_WHEN_GRADED = Path(__file__).parent / "hostile" / "behaves_only_when_graded.py"
+
+
+def test_a_runner_cannot_tell_a_grading_by_its_uid_tmpdir_environment_or_mounts(tmp_path, drop_box):
+    told = writable_by_all(drop_box / "noticed")
+    prefix = BEHAVES_ONLY_WHEN_GRADED.read_text().replace('"SAID_TO"', repr(str(told)), 1)
+    runner = tmp_path / "runner.py"
+    runner.write_text(prefix + REFERENCE.read_text())
+    graded = grade(tmp_path, runner, "--clause", "S1", "--clause", "S3", "--clause", "S4")
+    noticed = [eval(line) for line in told.read_text().splitlines()]  # written by the runner: repr of str lists
+    assert noticed, graded.explain()
+    assert graded.report["isolation"] == "namespace", graded.report["isolation"]
+    signs = sorted({sign for seen in noticed for sign in seen})
+    assert not signs, "a runner told it was graded (%s): %s" % (graded.report["summary"], signs)
+    failed = {test["clause"] for test in graded.failed()}
+    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
+    # An extra apply.sh call and an extra run of each command: what the lab counts.
+    assert {"S3.1", "S4.2"} <= failed, sorted(failed)

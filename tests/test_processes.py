@@ -293,3 +293,16 @@ def test_why_no_namespace_is_said_in_one_line_a_grader_can_act_on(monkeypatch):
     monkeypatch.setattr(sandbox.os.path, "exists", lambda path: path == "/.dockerenv")
     in_docker = sandbox.plain_reason(said)
     assert "Errno" not in in_docker and "--cap-add SYS_ADMIN --security-opt seccomp=unconfined" in in_docker
+
+
+def test_a_runner_uid_s_account_keeps_the_machine_s_and_adds_one_named_like_a_learner(tmp_path):
+    user = identity.RunnerUser(identity.UID_BASE + 7, identity.UID_BASE + 7)
+    account = identity.write_account(user, tmp_path / "etc")
+    passwd = (account.folder / "passwd").read_text().splitlines()
+    group = (account.folder / "group").read_text().splitlines()
+    with open("/etc/passwd") as machine:
+        assert passwd[:-1] == machine.read().splitlines()
+    name, _, uid, gid, _, home, shell = passwd[-1].split(":")
+    assert (name, int(uid), int(gid), home) == (identity.ACCOUNT_NAME, user.uid, user.gid, identity.HOME)
+    assert os.path.exists(shell) and group[-1] == "%s:x:%d:" % (identity.ACCOUNT_NAME, user.gid)
+    assert "pyops" not in passwd[-1] + group[-1] and "conformance" not in passwd[-1] + group[-1]

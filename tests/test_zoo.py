@@ -128,6 +128,10 @@ def test_a_runner_that_does_nothing_scores_0(tmp_path, name):
         assert "blocked by %s" % clause not in entry["message"], entry["message"]
     if name == "does-not-compile":
         assert "does not compile: line 1: SyntaxError" in graded.report["clauses"]["S1.1"]["message"]
+    # The lab's paths in a message read <lab>: neither the grader's folder nor the name the runner saw it by.
+    messages = [test["message"] for test in graded.report["tests"] if test["message"]]
+    assert any("<lab>/work/" in message for message in messages), messages[:3]
+    assert not any(re.search(r"pyops-lab-|/tmp/tmp\.[0-9A-Za-z]{10}", message) for message in messages)
 
 
 def test_a_compile_error_a_runner_prints_itself_stays_one_short_line(tmp_path):

@@ -102,6 +102,56 @@ class RunnerUser:
         os.setuid(self.uid)
 
 
+# What the runner's uid is called where it has an account: a grading should look like a learner's
+# machine, where the user running the runner has a name, a group and a home (identity of a learner,
+# not of a grader: a runner that behaves only when it sees no account cannot tell).
+ACCOUNT_NAME = "learner"
+# Its home: the lab's own, where it puts the learner's folder (/root/pyops/sub) and where HOME
+# points, so that ~ and the lab's paths agree as on the learner's machine.
+HOME = "/root"
+ACCOUNT_FILES = ("passwd", "group")  # in /etc
+
+
+@dataclass(frozen=True)
+class Account:
+    """The runner's uid's account in its mount namespace: `folder` holds ACCOUNT_FILES, the
+    machine's own with its entry added; its home is HOME, owned by the uid."""
+
+    folder: Path
+    uid: int
+    gid: int
+
+
+def write_account(user: RunnerUser, folder: Path) -> Account:
+    """Write into `folder` (made here, the grader's) the machine's passwd and group files with an
+    entry for `user` added, named ACCOUNT_NAME (or a free variant of it) with home HOME."""
+    folder.mkdir(mode=0o755)
+    machine = {}
+    for name in ACCOUNT_FILES:
+        try:
+            machine[name] = Path("/etc", name).read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            machine[name] = ""
+        if machine[name] and not machine[name].endswith("\n"):
+            machine[name] += "\n"
+    taken = {line.split(":", 1)[0] for text in machine.values() for line in text.splitlines()}
+    account = next(
+        candidate
+        for candidate in [ACCOUNT_NAME] + ["%s%d" % (ACCOUNT_NAME, n) for n in range(2, 100)]
+        if candidate not in taken
+    )
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+    added = {
+        "passwd": "%s:x:%d:%d::%s:%s\n" % (account, user.uid, user.gid, HOME, shell),
+        "group": "%s:x:%d:\n" % (account, user.gid),
+    }
+    for name in ACCOUNT_FILES:
+        path = folder / name
+        path.write_text(machine[name] + added[name], encoding="utf-8", errors="surrogateescape")
+        path.chmod(0o644)
+    return Account(folder, user.uid, user.gid)
+
+
 def missing_capabilities() -> List[str]:
     """The capabilities of CAPABILITIES this process lacks (all of them when it is not root)."""
     if os.geteuid() != 0:

@@ -23,7 +23,8 @@ from typing import Optional, Tuple
 # What one check's processes may hold in all: pages and memory file systems. A runner and its
 # commands need some tens of MB; a fork flood of RUNNER_PROCESSES python processes some hundreds.
 CHECK_MEMORY = 1 << 30
-_PREFIX = "pyops-check-"
+# Neutral, as every name a runner can read (its cgroup namespace shows it none; /sys would).
+_PREFIX = "task-"
 _ROOT = Path("/sys/fs/cgroup")
 
 

@@ -21,15 +21,17 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import psutil
 
 from conformance.harness import identity, procfs
-from conformance.harness.identity import RunnerUser, kill_until_gone
+from conformance.harness.identity import HOME, RunnerUser, kill_until_gone
 from conformance.harness.libc import LIBC
 from conformance.harness.result import ProcessInfo
-from conformance.harness.sandbox import SUB_DIR, Lab, mount_own_processes, remove_labs_of
+from conformance.harness.sandbox import NAMESPACE, SUB_DIR, Lab, mount_own_processes, remove_labs_of
 from conformance.harness.syscall_filter import refuse_namespaces_and_mounts
 from conformance.lab import timing
 from conformance.lab.commands import FLAKY_STATE
 
-TOKEN_VAR = "PYOPS_CONFORMANCE_TOKEN"
+# In the runner's environment, and so in every process it starts: under a name a Linux machine
+# has anyway (systemd gives each service's processes one), never one that says "graded".
+TOKEN_VAR = "INVOCATION_ID"
 # Every token starts with the session's id, so one sweep at the end of a session (or after it was
 # interrupted) finds whatever any worker's runners left, whichever worker started them.
 SESSION_VAR = "PYOPS_CONFORMANCE_SESSION"
@@ -261,18 +263,21 @@ class HarnessTimeout(Exception):
 
 
 def lab_environment(lab: Lab, token: str, extra: Optional[Mapping[str, str]] = None) -> Dict:
-    """The runner's whole environment: a small allowlist, never the harness's own."""
-    tmp = lab.work / "tmp"
-    tmp.mkdir(exist_ok=True)
+    """The runner's whole environment: a small allowlist, never the harness's own, and nothing in
+    it that names the suite. No TMPDIR where the runner has temporary folders of its own (namespace
+    mode), as on a learner's machine; elsewhere its check's."""
     env = {
         "PATH": BASE_PATH,
-        "HOME": "/root",
+        "HOME": HOME,
         "LANG": "C.UTF-8",
         "TZ": "UTC",
-        "TMPDIR": str(tmp),
         "FLAKY_STATE": str(lab.work / FLAKY_STATE),
         TOKEN_VAR: token,
     }
+    if lab.mode != NAMESPACE:
+        tmp = lab.work / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
     env.update(extra or {})
     return env
 

@@ -6,7 +6,7 @@ its own version of those two folders. Two ways to give it one:
 * ``namespace``: each process the harness starts enters private mount, network and IPC
   namespaces and a root of its own (see MountPlan): the machine's programs and libraries and the
   runner's interpreter, read-only; the test's own folders at the lab's paths; /tmp, /var/tmp and
-  /dev/shm empty and private to it (its own lab shown again at its path); no network at all;
+  /dev/shm empty and private to it (its own lab shown again in /tmp, under a neutral name); no network at all;
   and, for the runner itself, a PID namespace of its own (processes._first_of_namespace).
   Nothing else of the machine is there: no other lab, no home folder, no checkout. Tests run in
   parallel and the real folders are never touched.
@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from conformance.harness import labfiles, memory, roots
-from conformance.harness.identity import RunnerUser, closed_ancestor, hand_over
+from conformance.harness.identity import (
+    ACCOUNT_FILES,
+    HOME,
+    Account,
+    RunnerUser,
+    closed_ancestor,
+    hand_over,
+    write_account,
+)
 from conformance.harness.libc import LIBC
 from conformance.lab.commands import FIXTURE_SETTINGS, SETTINGS
 
@@ -67,6 +75,7 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWIPC = 0x08000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWCGROUP = 0x02000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -253,14 +262,25 @@ class MountPlan:
                 overlays = [o for o in overlays if parent not in o.parents] + [parent]
         return cls(overlays, os.geteuid() != 0, interpreters=None)
 
-    def enter(self, lab_root: Path, binds: List[tuple]) -> None:
-        """In a child between fork and exec: make the lab's paths show the test's folders."""
+    def enter(
+        self, lab_root: Path, binds: List[tuple], seen_at: Optional[Path] = None, account: Optional[Account] = None
+    ) -> None:
+        """In a child between fork and exec: make the lab's paths show the test's folders.
+
+        `seen_at`: where the runner sees the check's own folder (LabMaker's neutral name for it),
+        else at `lab_root`. `account`: the runner's uid's account (identity.Account), its passwd
+        and group files shown over the machine's, and its home.
+        """
         uid, gid = os.geteuid(), os.getegid()
         # A network of its own (only a loopback, down): a runner reaches no service of the
         # machine's, such as a class's broker on 127.0.0.1, and no other machine. IPC of its own:
         # a shared memory segment or message queue a runner makes goes with it.
         flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWUSER if self.user_namespace else 0)
         _check(LIBC.unshare(flags), "unshare")
+        # A cgroup namespace rooted at the check's memory cgroup (joined before this): the runner
+        # reads "/" in /proc/self/cgroup, as in any container, not the check's name. Where the
+        # kernel has none (before 4.6), the path stays visible rather than the grading failing.
+        LIBC.unshare(_CLONE_NEWCGROUP)
         if self.user_namespace:
             _write("/proc/self/setgroups", "deny")
             _write("/proc/self/uid_map", "0 %d 1" % uid)
@@ -273,11 +293,19 @@ class MountPlan:
         if self.interpreters is None:
             self._show_lab_on_this_machine(lab_root, held, keep_lab)
         else:
-            self._make_root(self.interpreters, lab_root, held, keep_lab)
+            self._make_root(self.interpreters, lab_root, held, keep_lab, seen_at or lab_root, account)
         os.close(keep_lab)
         os.chdir(str(SUB_DIR))
 
-    def _make_root(self, interpreters: List[Path], lab_root: Path, held: List[tuple], keep_lab: int) -> None:
+    def _make_root(
+        self,
+        interpreters: List[Path],
+        lab_root: Path,
+        held: List[tuple],
+        keep_lab: int,
+        seen_at: Path,
+        account: Optional[Account],
+    ) -> None:
         """Build the runner's root in the lab's scratch folder, then make it this namespace's /."""
         root = str(lab_root / "overlay")
         inside = lambda path: root + str(path)  # noqa: E731
@@ -301,6 +329,14 @@ class MountPlan:
         for temporary in PRIVATE_TMP:
             os.makedirs(inside(temporary), exist_ok=True)
             _mount("tmpfs", inside(temporary), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777,size=%s" % PRIVATE_TMP_SIZE)
+        if account is not None:
+            # The account's files over the machine's, and its home: /root, where the lab puts the
+            # learner's folder, a memory file system of the runner's own (bounded, gone with it).
+            for name in ACCOUNT_FILES:
+                _bind(str(account.folder / name), inside("/etc/" + name), read_only=True, recursive=False)
+            os.makedirs(inside(HOME), exist_ok=True)
+            _mount("tmpfs", inside(HOME), "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700,size=%s" % HOME_SIZE)
+            os.chown(inside(HOME), account.uid, account.gid)
         for folder in interpreters:
             if folder.is_dir():
                 os.makedirs(inside(folder), exist_ok=True)
@@ -312,9 +348,10 @@ class MountPlan:
             os.makedirs(inside(target), exist_ok=True)
             _bind("/proc/self/fd/%d" % fd, inside(target), read_only=False, recursive=False)
             os.close(fd)
-        # The check's own folder at its path: the runner is given paths in it (TMPDIR, a counter).
-        os.makedirs(inside(lab_root), mode=0o711, exist_ok=True)
-        _bind("/proc/self/fd/%d" % keep_lab, inside(lab_root), read_only=False, recursive=False)
+        # The check's own folder where the harness names it to the runner (a counter, a file a
+        # command writes): at its neutral name, in the runner's private temporary folder.
+        os.makedirs(inside(seen_at), mode=0o711, exist_ok=True)
+        _bind("/proc/self/fd/%d" % keep_lab, inside(seen_at), read_only=False, recursive=False)
         for folder in self.hidden:
             if os.path.isdir(inside(folder)):
                 _mount("tmpfs", inside(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k")
@@ -353,6 +390,9 @@ class MountPlan:
 # what it writes there is gone with the namespace. Bounded, so a runner cannot fill the memory.
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 PRIVATE_TMP_SIZE = "256m"
+# The runner's home, where it has an account (identity.Account): what a learner's tools keep there
+# (caches, histories) is bounded as its temporary folders are.
+HOME_SIZE = "64m"
 
 
 def _covered(path: Path, overlays: Sequence[Path]) -> bool:
@@ -381,8 +421,12 @@ class Lab:
         plan: Optional[MountPlan],
         user: Optional[RunnerUser] = None,
         system_root: Optional[Path] = None,
+        seen_root: Optional[Path] = None,
     ):
         self.root = root
+        # Where the runner sees `root`, and the harness names it to the runner (namespace mode: a
+        # neutral name, see _alias_for); the same folder to both.
+        self.seen_root = seen_root or root
         self.mode = mode
         self.plan = plan
         self.user = user
@@ -391,13 +435,16 @@ class Lab:
         # The runner's uid passes through root/ (not list it) to work/, which it owns; output/
         # (what the runner printed, kept by the harness) stays the grader's alone.
         os.chmod(str(root), 0o711)
-        self.work = root / "work"
-        (self.work / "tmp").mkdir(parents=True)  # the runner's TMPDIR
+        self.work = self.seen_root / "work"
+        (self.work / "tmp").mkdir(parents=True)  # the runner's TMPDIR where it has no /tmp of its own
         self.output = root / "output"
         self.output.mkdir(mode=0o700)
+        self.account: Optional[Account] = None
         if mode == NAMESPACE:
             self.sub, self.bin = root / "sub", root / "bin"
             (root / "overlay").mkdir()
+            if user is not None:  # the runner's uid gets an account in its mount namespace
+                self.account = write_account(user, root / "etc")
         elif mode == CHROOT:
             assert system_root is not None
             self.sub, self.bin = system_root / SUB_DIR.relative_to("/"), system_root / BIN_DIR.relative_to("/")
@@ -452,7 +499,7 @@ class Lab:
             return None
         plan, binds = self.plan, [(self.sub, SUB_DIR), (self.bin, BIN_DIR)]
         assert plan is not None
-        return lambda: plan.enter(self.root, binds)
+        return lambda: plan.enter(self.root, binds, self.seen_root, self.account)
 
 
 def _fill(sub: Path, bin_dir: Path, runner_source: Path) -> None:
@@ -638,19 +685,24 @@ class LabMaker:
             return
         folder = labs_folder(user)
         root = Path(tempfile.mkdtemp(prefix=_lab_prefix(self.session) + "o%s-" % _owner_in(folder), dir=folder))
-        if self.mode == NAMESPACE:
-            _bound(root)
+        alias: Optional[Path] = None
         lock = SharedLock() if self.mode == SHARED else None
         try:
+            if self.mode == NAMESPACE:
+                _bound(root)
+                alias = _alias_for(root)
             if lock is not None:
                 lock.__enter__()
                 runner_in_place = self.runner_source == SUB_DIR / "runner.py"
                 clear_shared_lab(keep=SUB_DIR / "runner.py" if runner_in_place else root)
-            yield Lab(root, self.mode, self.runner_source, self.plan, user)
+            yield Lab(root, self.mode, self.runner_source, self.plan, user, seen_root=alias)
         finally:
             if lock is not None:
                 lock.__exit__()
                 lock.close()
+            if alias is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(str(alias))
             _remove_lab(root)
 
 
@@ -710,6 +762,53 @@ def _lab_folders() -> List[str]:
 
 def _lab_prefix(session: str) -> str:
     return "pyops-lab-%s-" % session
+
+
+# A check's folder is named for the grading that made it (so a later grading can remove it), which
+# a runner must not read: in namespace mode the runner sees it, and is given paths in it, under a
+# name like mktemp's (tmp.XXXXXXXXXX) in its own /tmp, and the harness names it so too, through a
+# link of its own at that path. The link's folder is private to the runner's namespace there, so a
+# runner never sees another's; on the machine a dangling one is what a killed grading left.
+ALIAS_FOLDER = "/tmp"
+_ALIAS_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_ALIAS_LENGTH = 10
+# A path through such a link, as a message may quote it (report.py shows it as the lab's).
+ALIAS_IN_TEXT = r"[^\s'\"=]*/tmp\.[0-9A-Za-z]{%d}(?![0-9A-Za-z])" % _ALIAS_LENGTH
+
+
+def _alias_for(root: Path) -> Path:
+    """A link to check folder `root` under a neutral name, in ALIAS_FOLDER (else beside `root`)."""
+    folder = ALIAS_FOLDER if os.access(ALIAS_FOLDER, os.W_OK | os.X_OK) else str(root.parent)
+    while True:
+        name = "tmp." + "".join(_ALIAS_LETTERS[byte % len(_ALIAS_LETTERS)] for byte in os.urandom(_ALIAS_LENGTH))
+        alias = Path(folder) / name
+        try:
+            os.symlink(str(root), str(alias))  # fails, never replaces, where the name is taken
+            return alias
+        except FileExistsError:
+            continue
+
+
+def _remove_dangling_aliases() -> None:
+    """Remove this uid's links to check folders that are gone (a killed grading's); never one of
+    another uid, never a folder or file."""
+    me = os.geteuid()
+    for folder in sorted({ALIAS_FOLDER, *_lab_folders()}):
+        try:
+            names = [name for name in os.listdir(folder) if name.startswith("tmp.")]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                info = os.lstat(path)
+                if not stat.S_ISLNK(info.st_mode) or info.st_uid != me:
+                    continue
+                target = os.readlink(path)
+                if os.path.basename(target).startswith("pyops-lab-") and not os.path.lexists(target):
+                    os.unlink(path)
+            except OSError:
+                continue
 
 
 # Each grading holds an flock on an owner file in the folder of its labs for as long as any of its
@@ -781,6 +880,7 @@ def remove_abandoned_labs() -> None:
             if name.startswith(OWNER_PREFIX) and (free.get(name[len(OWNER_PREFIX) :]) or _free(path)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
+    _remove_dangling_aliases()
 
 
 def _free(path: str) -> bool:
@@ -815,6 +915,7 @@ def remove_labs_of(session: str) -> None:
     until the machine restarts."""
     for lab in labs_of(session):
         _remove_lab(lab)
+    _remove_dangling_aliases()
 
 
 # What a check's folder may hold in all (namespace mode): its lab, its scratch space and the

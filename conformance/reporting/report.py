@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Union
 
 from conformance.harness.inert import inert
+from conformance.harness.sandbox import ALIAS_IN_TEXT
 from conformance.judging import verdicts
 from conformance.lab.clauses import CLAUSES, display_width, steps_for
 
@@ -58,9 +59,10 @@ def short_error(excinfo) -> str:
     return "%s: %s" % (excinfo.typename, text[0] if text else "(no message)")
 
 
-# A check's own folder as the grader made it (/dev/shm/pyops-lab-SESSION-oOWNER-RANDOM): no
-# learner can use the path, which changes with every check, and it tells of the grader's machine.
-_LAB_FOLDER = re.compile(r"[^\s'\"=]*/pyops-lab-[0-9A-Za-z._-]+")
+# A check's own folder as the grader made it (/dev/shm/pyops-lab-SESSION-oOWNER-RANDOM), or as the
+# runner was shown it (/tmp/tmp.XXXXXXXXXX, sandbox.py): no learner can use the path, which
+# changes with every check, and the first tells of the grader's machine.
+_LAB_FOLDER = re.compile(r"[^\s'\"=]*/pyops-lab-[0-9A-Za-z._-]+|%s" % ALIAS_IN_TEXT)
 LAB_PLACEHOLDER = "<lab>"
 
 
