@@ -56,6 +56,18 @@ def test_any_expectation_not_met_fails_the_selftest_and_is_named():
     assert summary["lines"][-1].startswith("selftest FAILED")
 
 
+@pytest.mark.parametrize("kind", command.KINDS)
+def test_only_one_kind_is_graded_when_asked(kind, monkeypatch):
+    graded = []
+    monkeypatch.setattr(command, "run_local", lambda jobs, settings, parallel, done: graded.extend(jobs))
+    settings = command.Settings("", None, "en", 4, 60.0)
+    command.run(settings, 2, None, 29, kinds=(kind,))
+    kinds = {job.student.split()[0] for job in graded}
+    assert kinds == {kind}, kinds
+    wanted = len(zoo.CORRECT) * command.ROUNDS if kind == "correct" else len(zoo.MUTANTS)
+    assert len(graded) == wanted
+
+
 def selftest(*args):
     return subprocess.run(
         [sys.executable, "-m", "conformance", "selftest", *map(str, args)], capture_output=True, text=True, timeout=60

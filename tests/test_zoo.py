@@ -50,20 +50,23 @@ def test_base_passes_the_clauses_its_mutants_break(tmp_path, base):
     )
 
 
-# The self-test a lab author runs, run here as they would: every correct runner twice, every wrong
-# runner of the zoo on the whole core profile (its X clause too), and a seeded sample of generated
-# mutants. Graded in Japanese: every mistake of the zoo shows its failure in the learner's language
-# too (the English words are the source of both). conformance/selftest/expectations.py says what
-# each must get; the sample's survivors must each be listed in equivalent.toml with a reason.
+# The self-test a lab author runs, run here as they would: every wrong runner of the zoo on the
+# whole core profile (its X clause too), and a seeded sample of generated mutants. Graded in
+# Japanese: every mistake of the zoo shows its failure in the learner's language too (the English
+# words are the source of both). conformance/selftest/expectations.py says what each must get; the
+# sample's survivors must each be listed in equivalent.toml with a reason. Its correct runners are
+# left to test_reference.py, which grades each of them in every env, this one included (two more
+# rounds of each here were a sixth of the self-test's time); the selftest's own judgement of a
+# correct runner's rounds is tests/test_selftest.py's.
 SELFTEST_SAMPLE, SELFTEST_SEED = 20, 29
 
 
 @pytest.mark.slow(1500)
-def test_the_selftest_holds_every_expectation_for_the_zoo_the_correct_runners_and_a_sample(tmp_path):
+def test_the_selftest_holds_every_expectation_for_the_zoo_and_a_sample(tmp_path):
     pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
     kept, matrix, page = tmp_path / "kept", tmp_path / "selftest.json", tmp_path / "selftest.html"
     kept.mkdir()
-    command = [sys.executable, "-m", "conformance", "selftest", "--lang", "ja", "-j", "2"]
+    command = [sys.executable, "-m", "conformance", "selftest", "--only", "zoo", "--lang", "ja", "-j", "2"]
     command += ["--mutants", str(SELFTEST_SAMPLE), "--seed", str(SELFTEST_SEED)]
     command += ["--json", str(matrix), "--html", str(page), "--keep", str(kept)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=str(tmp_path))
@@ -72,7 +75,7 @@ def test_the_selftest_holds_every_expectation_for_the_zoo_the_correct_runners_an
     data = json.loads(matrix.read_text(encoding="utf-8"))
     graded = {(runner["kind"], runner["name"]) for runner in data["runners"]}
     assert {name for kind, name in graded if kind == "zoo"} == {mutant.name for mutant in MUTANTS}
-    assert len({name for kind, name in graded if kind == "correct"}) == 9
+    assert not {name for kind, name in graded if kind == "correct"}
     assert data["mutants"]["graded"] == SELFTEST_SAMPLE and data["mutants"]["killed"] > 0, data["mutants"]
     # Every failure of a wrong runner, in Japanese.
     english = []

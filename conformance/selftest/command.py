@@ -10,6 +10,9 @@ For a lab author who edited a check, added a clause or ported the lab, in one co
    (generate.py), chosen by `--seed`, are graded: the kill matrix (kill.py), where a survivor that
    equivalent.toml does not list, a timeout or an error is an expectation not met.
 
+`--only correct` or `--only zoo` grades one kind of the bundled runners (and, with `--mutants`, the
+mutants): a run that has graded the correct runners elsewhere need not grade them again.
+
 Every grading runs as a class's does (classroom/queue.py): J at a time, each in scratch folders of its
 own, each bounded. It prints one line per grading, then the summary; `--json` writes everything
 (every expectation, the kill matrix with each mutant's diff), `--html` a one-file page: a heat map of
@@ -40,6 +43,7 @@ from conformance.usage import (
     default_python,
 )
 
+KINDS = ("correct", "zoo")  # the bundled runners, by what the self-test expects of them
 ROUNDS = 2  # a correct runner graded twice: a verdict that can differ between two runs is a defect
 DEFAULT_SEED = 29
 DEFAULT_TIMEOUT_S = 300  # a grading of the core profile takes 10 to 40 s on two cores
@@ -67,6 +71,12 @@ def parser() -> Parser:
     )
     parser.add_argument(
         "-k", dest="keyword", help="only the bundled runners whose name holds this (runner, blocking-lock, ...)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=KINDS,
+        help="grade only the bundled correct runners, or only the zoo's wrong runners (and the mutants "
+        "--mutants asks for)",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="which mutants (default: %(default)s)")
     parser.add_argument("-j", dest="parallel", type=int, help="gradings at once (default: the CPUs, at least 2)")
@@ -113,7 +123,8 @@ def main(argv: Sequence[str]) -> int:
     started = time.monotonic()
     stop_on_signals()
     try:
-        graded = run(settings, parallel, count, options.seed, options.keyword)
+        kinds = (options.only,) if options.only else KINDS
+        graded = run(settings, parallel, count, options.seed, options.keyword, kinds)
     except KeyboardInterrupt:
         print("selftest stopped: nothing is judged", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -181,10 +192,15 @@ def _check_bases(count: Optional[int]) -> None:
 
 
 def run(
-    settings: Settings, parallel: int, count: Optional[int], seed: int, keyword: Optional[str] = None
+    settings: Settings,
+    parallel: int,
+    count: Optional[int],
+    seed: int,
+    keyword: Optional[str] = None,
+    kinds: Sequence[str] = KINDS,
 ) -> List[Graded]:
     """Grade every runner of the self-test and judge each against its expectation: the bundled ones
-    whose name holds `keyword`, and `count` generated mutants (-1: all) chosen by `seed`."""
+    of `kinds` whose name holds `keyword`, and `count` generated mutants (-1: all) chosen by `seed`."""
     from conformance.selftest import expectations, kill, zoo
 
     def wanted(name: str) -> bool:
@@ -198,12 +214,12 @@ def run(
         print("[%3d] %-8s %-44s %s" % (finished[0], entry.kind, entry.name, verdict), flush=True)
 
     correct_jobs = []
-    for path in [path for path in zoo.CORRECT if wanted(path.stem)]:
+    for path in [path for path in zoo.CORRECT if "correct" in kinds and wanted(path.stem)]:
         name = path.stem
         graded["correct " + name] = Graded("correct", name)
         text = path.read_bytes()
         correct_jobs += [Job("correct %s" % name, "%d" % n, text, name) for n in range(1, ROUNDS + 1)]
-    chosen = [mutant for mutant in zoo.MUTANTS if wanted(mutant.name)]
+    chosen = [mutant for mutant in zoo.MUTANTS if "zoo" in kinds and wanted(mutant.name)]
     core_zoo = [mutant for mutant in chosen if not mutant.breaks.startswith("X")]
     extended_zoo = [mutant for mutant in chosen if mutant.breaks.startswith("X")]
     by_name = {mutant.name: mutant for mutant in zoo.MUTANTS}
