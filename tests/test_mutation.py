@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
 
-from cosmic_ray.mutating import mutate_code  # noqa: E402
+from cosmic_ray.mutating import MutationVisitor, mutate_code  # noqa: E402
 
 from conformance.classroom import grading  # noqa: E402
 from conformance.lab.config import DEFAULT_FILE  # noqa: E402
@@ -46,6 +46,24 @@ def test_every_mutant_compiles_changes_one_line_and_has_a_name_of_its_own(mutant
         assert diff.count("\n-") >= 1 and mutant.before in diff, mutant.key
     made = {mutant.operator for mutant in mutants}
     assert set(generate.LAB_OPERATORS) <= made, "a lab operator made no mutant of the reference"
+
+
+def test_every_mutant_is_what_cosmic_ray_s_own_visitor_makes_of_that_occurrence(mutants):
+    # generate.py finds every occurrence in one walk and mutates a copy of one node in place; the
+    # visitor walks a fresh parse per mutant. A sample of each operator's (first, middle, last),
+    # compared with what the visitor makes: the same text, or none where it compiles to nothing.
+    by_operator = {}
+    for mutant in mutants:
+        by_operator.setdefault(mutant.operator, []).append(mutant)
+    for name, made in by_operator.items():
+        for mutant in {
+            made[0].key: made[0],
+            made[len(made) // 2].key: made[len(made) // 2],
+            made[-1].key: made[-1],
+        }.values():
+            expected = MutationVisitor.mutate_code(SOURCE, generate.operator(name), mutant.occurrence)
+            assert expected is not None, mutant.key
+            assert generate.as_graded(expected) == mutant.text, mutant.key
 
 
 def test_the_lab_operators_change_what_the_lab_pins(mutants):

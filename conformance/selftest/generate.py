@@ -2,8 +2,9 @@
 
 The zoo (zoo.py) holds the mistakes someone thought of; these are the ones a machine finds, one
 small change each, over the whole of runner/runner.py. cosmic-ray makes them: its operators (and
-three of the lab's own, below, written as cosmic-ray operators) walk the file's syntax tree, and
-`MutationVisitor` applies one operator at one place. cosmic-ray's own `exec` is not used: it rewrites the
+three of the lab's own, below, written as cosmic-ray operators) find the places in the file's
+syntax tree where they apply, and each mutant is one operator applied at one place, as cosmic-ray's
+`MutationVisitor` applies it. cosmic-ray's own `exec` is not used: it rewrites the
 file in place and takes "the tests failed" from one command's exit code, where this suite grades a
 copy of the file as a learner's (conformance/classroom), many at once, each bounded, and asks which
 clauses failed.
@@ -18,14 +19,13 @@ after, so that the reviewed list of equivalent mutants (equivalent.toml) still n
 when lines elsewhere move.
 """
 
+import copy
 import difflib
 import hashlib
-import pickle
 from dataclasses import dataclass
 from typing import Iterator, List, Sequence, Tuple
 
-from cosmic_ray.ast import Visitor, get_ast
-from cosmic_ray.mutating import MutationVisitor
+from cosmic_ray.ast import get_ast
 from cosmic_ray.operators.operator import Example, Operator
 from cosmic_ray.plugins import get_operator
 from parso.python.tree import Keyword, Name, PythonNode, String
@@ -65,6 +65,12 @@ LIBRARY_OPERATORS = (
 # except clause that matches nothing.
 _LIBRARY_EXCEPTION = "CosmicRayTestingException"
 _MATCHES_NOTHING = "()"
+
+
+def as_graded(text: str) -> str:
+    """A mutant's text as it is graded: cosmic-ray's own exception replaced by what it means."""
+    return text.replace(_LIBRARY_EXCEPTION, _MATCHES_NOTHING)
+
 
 # The lab's own operators: what a runner names that the lab's behaviour hangs on.
 # A signal, errno, lock or open flag swapped for its likely confusion.
@@ -216,24 +222,16 @@ def operator(name: str) -> Operator:
     return get_operator(name)()
 
 
-class _Counter(Visitor):
-    def __init__(self, operator: Operator) -> None:
-        self.operator, self.count = operator, 0
-
-    def visit(self, node):  # type: ignore[no-untyped-def]
-        self.count += sum(1 for _ in self.operator.mutation_positions(node))
-        return node
-
-
 def generate(source: str, operators: Sequence[str] = OPERATORS) -> List[Mutant]:
     """Every mutant of `source` the operators make that still compiles, in a stable order."""
     mutants: List[Mutant] = []
     seen: dict = {}
+    tree = get_ast(source)
     for name in operators:
-        for occurrence, text in _mutations(source, name):
-            if text.replace(_LIBRARY_EXCEPTION, _MATCHES_NOTHING) == source:
+        for occurrence, text in _mutations(tree, name):
+            text = as_graded(text)
+            if text == source:
                 continue
-            text = text.replace(_LIBRARY_EXCEPTION, _MATCHES_NOTHING)
             try:
                 compile(text, "runner.py", "exec")
             except SyntaxError:
@@ -247,18 +245,38 @@ def generate(source: str, operators: Sequence[str] = OPERATORS) -> List[Mutant]:
     return mutants
 
 
-def _mutations(source: str, name: str) -> Iterator[Tuple[int, str]]:
-    """Each occurrence of operator `name` applied to `source` alone, as cosmic-ray's mutate_code
-    does, but on a copy of one parse: parsing the runner again for each of its hundreds of
-    mutants was most of the time (a pickled copy of parso's tree is five times quicker)."""
-    parsed = pickle.dumps(get_ast(source), protocol=pickle.HIGHEST_PROTOCOL)
-    counter = _Counter(operator(name))
-    counter.walk(pickle.loads(parsed))
-    for occurrence in range(counter.count):
-        visitor = MutationVisitor(occurrence, operator(name))
-        mutated = visitor.walk(pickle.loads(parsed))
-        if visitor.mutation_applied:
-            yield occurrence, mutated.get_code()
+def _mutations(tree, name: str) -> Iterator[Tuple[int, str]]:  # type: ignore[no-untyped-def]
+    """Each occurrence of operator `name` applied alone to `tree` (a parse of the runner), as
+    cosmic-ray's MutationVisitor does (tests/test_mutation.py holds the two equal), the tree given
+    back as it was after each. The visitor parses the runner again (or copies its parse) and walks
+    all of it for each mutant, which was most of the time; here one walk finds where each
+    occurrence is (in the visitor's order: a node before its children), and each mutant is a copy
+    of that one node, mutated, put in the node's place while the tree's code is read."""
+    mutator = operator(name)
+    places: List[Tuple[Tuple[int, ...], int]] = []  # per occurrence: the node's path, its position
+
+    def find(node, path: Tuple[int, ...]) -> None:  # type: ignore[no-untyped-def]
+        places.extend((path, index) for index, _ in enumerate(mutator.mutation_positions(node)))
+        for number, child in enumerate(getattr(node, "children", ())):
+            find(child, path + (number,))
+
+    find(tree, ())
+    for occurrence, (path, index) in enumerate(places):
+        if not path:  # the whole module: a copy of all of it
+            yield occurrence, mutator.mutate(copy.deepcopy(tree), index).get_code()
+            continue
+        parent = tree
+        for number in path[:-1]:
+            parent = parent.children[number]
+        node = parent.children[path[-1]]
+        # A copy of the node alone (its parent shared, not copied): operators mutate in place.
+        mutated = mutator.mutate(copy.deepcopy(node, {id(parent): parent}), index)
+        kept = parent.children
+        parent.children = kept[: path[-1]] + ([] if mutated is None else [mutated]) + kept[path[-1] + 1 :]
+        try:
+            yield occurrence, tree.get_code()
+        finally:
+            parent.children = kept
 
 
 def _changed_line(source: str, text: str) -> Tuple[int, str, str]:
