@@ -48,12 +48,15 @@ needs_unparse = pytest.mark.skipif(
 )
 
 
+# The test class of 62 runners judges the thresholds (copydetect's tokens, the words compared),
+# which no interpreter changes: its tests are marked once (tox.ini), not run in every env.
 @pytest.fixture(scope="module")
 def compared():
     texts, lineage, copies = bench.make_class(40)
     return bench.measure(texts), texts, lineage, copies
 
 
+@pytest.mark.once
 @needs_unparse
 def test_the_test_class_holds_60_runners_and_every_disguise(compared):
     _outcome, texts, _lineage, copies = compared
@@ -63,6 +66,7 @@ def test_the_test_class_holds_60_runners_and_every_disguise(compared):
     assert any("test-" in name for name in copies) and "copy-rewritten-by-hand" in copies
 
 
+@pytest.mark.once
 @needs_unparse
 def test_every_disguised_copy_is_flagged_similar_to_its_source(compared):
     outcome, _texts, lineage, copies = compared
@@ -76,6 +80,7 @@ def test_every_disguised_copy_is_flagged_similar_to_its_source(compared):
     assert flagged == set(copies)
 
 
+@pytest.mark.once
 @needs_unparse
 def test_the_copy_rewritten_by_hand_is_seen_by_its_words_alone(compared):
     outcome, _texts, _lineage, _copies = compared
@@ -90,6 +95,7 @@ def test_the_copy_rewritten_by_hand_is_seen_by_its_words_alone(compared):
     assert "timeout: command killed after %d seconds" in said
 
 
+@pytest.mark.once
 @needs_unparse
 def test_no_pair_of_runners_of_different_lineages_is_flagged(compared):
     outcome, _texts, lineage, _copies = compared
@@ -307,6 +313,7 @@ def test_a_known_folder_that_is_not_one_is_a_usage_error(tmp_path, capsys):
 
 
 @pytest.mark.slow(3)
+@pytest.mark.once
 @needs_unparse
 def test_chromium_shows_the_similar_pairs_side_by_side(tmp_path):
     browser = chromium()
