@@ -12,7 +12,7 @@ from typing import List
 import pytest
 
 from conformance.harness.sandbox import SHARE_VAR
-from conformance.plugin import base_interpreter
+from conformance.plugin import base_interpreter, dealt
 from conformance.usage import PYTHON_VAR
 
 # The venv pytest_configure made for this session's runners, removed when the session ends.
@@ -32,6 +32,21 @@ def pytest_configure(config):
     subprocess.run([base_interpreter(), "-m", "venv", "--without-pip", str(folder)], check=True)
     _RUNNER_VENV.append(folder)
     os.environ[PYTHON_VAR] = str(folder / "bin" / "python")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow(seconds) first, the slowest first (the rest keep their order), dealt as
+    the suite deals its checks (plugin.dealt): under tox's `--dist worksteal` every worker starts
+    with the next slowest, so a long test starts at once rather than after every quick one
+    collected before it (the self-test, collected last, once made its env's run as long as itself
+    plus everything else), and the workers steal the rest from each other as they finish."""
+    items.sort(key=lambda item: -_slow_seconds(item))  # a stable sort
+    items[:] = dealt(items, int(getattr(config, "workerinput", {}).get("workercount", 0)))
+
+
+def _slow_seconds(item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.args[0]) if marker and marker.args else 0.0
 
 
 def pytest_unconfigure(config):

@@ -1,9 +1,13 @@
 """The order checks are handed to pytest-xdist's workers: each starts with the next slowest."""
 
+import subprocess
+import sys
+
 import pytest
 from xdist.scheduler.worksteal import WorkStealingScheduling
 
 from conformance.plugin import dealt
+from tests.grading import REPO
 
 
 class FakeWorker:
@@ -38,3 +42,15 @@ def test_every_worker_starts_with_the_next_slowest_check(checks, workers):
     started = sorted(collection[node.sent[0]] for node in nodes if node.sent)
     assert started == slowest_first[: len(started)]
     assert len(started) == min(checks, workers)
+
+
+def test_the_project_s_own_slowest_test_is_collected_first():
+    # tests/conftest.py orders the project's tests by their slow(seconds) marks, so that the
+    # self-test (the longest by far) starts at once under tox's worksteal, not last.
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "not bench"],
+        capture_output=True,
+        text=True,
+        cwd=str(REPO),
+    ).stdout.splitlines()
+    assert listed[0].startswith("tests/test_zoo.py::test_the_selftest_holds"), listed[:3]
