@@ -457,6 +457,17 @@ def headless(browser: str, profile: Path, *arguments: str) -> subprocess.Complet
     return subprocess.run(command + list(arguments), capture_output=True, timeout=60, check=True)
 
 
+def screenshot(browser: str, profile: Path, page: Path, shot: Path, width: int, height: int) -> None:
+    """`page` drawn by the browser into `shot` (the tests' artifacts), at that size and not blank."""
+    if shot.exists():
+        shot.unlink()
+    headless(browser, profile, "--screenshot=%s" % shot, "--window-size=%d,%d" % (width, height),
+             "--hide-scrollbars", page.as_uri())  # fmt: skip
+    drawn_width, drawn_height, values = png_facts(shot.read_bytes())
+    assert (drawn_width, drawn_height) == (width, height)
+    assert values > 100, "the screenshot looks blank (%d distinct byte values)" % values
+
+
 def png_facts(data: bytes) -> Tuple[int, int, int]:
     """A PNG's width, height and how many distinct byte values its (filtered) pixel data holds: a blank
     page compresses to a handful, a page of text and colours shows nearly all 256."""
@@ -506,12 +517,5 @@ def test_chromium_renders_the_report_of_a_class_of_30(tmp_path):
     assert "script" not in {tag for tag, _ in page.elements}
     assert "<script>alert('pwn')</script>" in text
 
-    screenshot = artifacts / "class-report.png"
-    if screenshot.exists():
-        screenshot.unlink()
-    headless(browser, tmp_path / "profile-shot", "--screenshot=%s" % screenshot, "--window-size=1280,2000",
-             "--hide-scrollbars", report.as_uri())  # fmt: skip
-    width, height, values = png_facts(screenshot.read_bytes())
-    assert (width, height) == (1280, 2000)
-    # A blank 1280x2000 page shows 4 distinct values, this report 256.
-    assert values > 100, "the screenshot looks blank (%d distinct byte values)" % values
+    # A blank 1280x2000 page shows 4 distinct byte values, this report 256.
+    screenshot(browser, tmp_path / "profile-shot", report, artifacts / "class-report.png", 1280, 2000)

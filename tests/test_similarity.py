@@ -19,7 +19,7 @@ from conformance.classroom import command, grading, layout, similarity
 from conformance.classroom.report_html import render
 from conformance.lab import config
 from conformance.reporting import provenance
-from tests.test_class_report import Page, chromium, headless, png_facts
+from tests.test_class_report import Page, chromium, headless, screenshot
 
 pytest.importorskip("copydetect", reason="the similarity check compares code with copydetect (the similarity extra)")
 
@@ -332,11 +332,4 @@ def test_chromium_shows_the_similar_pairs_side_by_side(tmp_path):
     ranks = [max(float(p["data-code"]), float(p["data-behaviour"])) for p in shown]
     assert ranks == sorted(ranks, reverse=True)
     assert "mark" in {tag for tag, _ in page.elements}
-    screenshot = artifacts / "class-similarity.png"
-    if screenshot.exists():
-        screenshot.unlink()
-    headless(browser, tmp_path / "profile-shot", "--screenshot=%s" % screenshot, "--window-size=1280,1600",
-             "--hide-scrollbars", report.as_uri())  # fmt: skip
-    width, height, values = png_facts(screenshot.read_bytes())
-    assert (width, height) == (1280, 1600)
-    assert values > 100, "the screenshot looks blank (%d distinct byte values)" % values
+    screenshot(browser, tmp_path / "profile-shot", report, artifacts / "class-similarity.png", 1280, 1600)
