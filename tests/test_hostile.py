@@ -829,3 +829,34 @@ def test_a_runner_cannot_tell_a_grading_by_its_uid_tmpdir_environment_or_mounts(
     assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
     # An extra apply.sh call and an extra run of each command: what the lab counts.
     assert {"S3.1", "S4.2"} <= failed, sorted(failed)
+
+
+# Fakes the lab where it believes nobody checks (see the file): the reference with its backoff
+# waits skipped and the times forged, apply.sh imitated, or the lock only probed. Each attack must
+# fail exactly the clause whose behaviour it lacks, judged on what the grader saw the kernel do.
+FAKES_THE_LAB = Path(__file__).parent / "hostile" / "fakes_the_lab.py"
+REFERENCE_MAIN = 'if __name__ == "__main__":\n    sys.exit(main())\n'
+FAKES = {
+    "backoff": ({"backoff"}, {"S3.2"}),
+    "apply": ({"apply"}, {"S4.2"}),
+    "lock": ({"lock"}, {"S5.1"}),
+    "all-three": ({"backoff", "apply", "lock"}, {"S3.2", "S4.2"}),  # no apply.sh run: no lock to judge
+}
+
+
+@pytest.mark.slow(3)
+@pytest.mark.parametrize("fake", sorted(FAKES))
+def test_a_runner_that_fakes_the_lab_fails_the_clause_it_fakes(tmp_path, fake):
+    attacks, clauses = FAKES[fake]
+    reference = REFERENCE.read_text()
+    assert reference.count(REFERENCE_MAIN) == 1
+    suffix = FAKES_THE_LAB.read_text()
+    assert 'ATTACKS = {"backoff", "apply", "lock"}' in suffix
+    suffix = suffix.replace('ATTACKS = {"backoff", "apply", "lock"}', "ATTACKS = set(%r)" % sorted(attacks), 1)
+    runner = tmp_path / "runner.py"
+    runner.write_text(reference.replace(REFERENCE_MAIN, suffix))
+    graded = grade(tmp_path, runner, "--clause", "S3", "--clause", "S4", "--clause", "S5")
+    assert graded.report["isolation"] == "namespace", graded.report["isolation"]
+    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
+    charged = {clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] == "failed"}
+    assert charged == clauses, graded.explain()

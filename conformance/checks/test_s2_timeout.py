@@ -108,13 +108,13 @@ def test_s2_3_output_before_the_timeout_still_passes(runner):
 @clause("S2.3")
 def test_s2_3_a_command_exiting_124_itself_is_not_a_special_case(runner):
     # 124 from the command passes through like any code (S1.3); no timeout line is needed for it.
-    counter = runner.lab.work / "calls"
+    counter = runner.lab.counter
     result = runner.run("run", "--timeout", "5", "--", *counted(counter, "exit 124"))
     expect.finished(result, "S2.3")
     # Run, not faked: a runner that exits 124 for any --timeout without running its command fails
     # S2.1 (its command never ran under the runner), and this check is blocked by it.
     expect.count_is(
-        result, expect.say("command calls", "コマンドの呼び出し回数"), len(calls(counter, "S2.3")), 1, "S2.1"
+        result, expect.say("command calls", "コマンドの呼び出し回数"), len(calls(result, "S2.3")), 1, "S2.1"
     )
     expect.exit_code(result, 124, "S2.3")
     # Waiting out the timeout for every command is S2.1's defect, which this only runs into.

@@ -6,7 +6,7 @@ from conformance.harness.labfiles import LabFileRefused
 from conformance.judging import expect, scenarios
 from conformance.judging.scenarios import backoff_schedule, calls, hang_retried
 from conformance.lab import timing
-from conformance.lab.commands import FLAKY, counted, flaky_calls, sh, starts
+from conformance.lab.commands import FLAKY, counted, flaky_calls, sh
 
 clause = pytest.mark.clause
 slow = pytest.mark.slow
@@ -14,7 +14,7 @@ judges = pytest.mark.judges
 
 
 def counter(runner):
-    return runner.lab.work / "calls"
+    return runner.lab.counter
 
 
 @clause("S3.1")
@@ -25,7 +25,7 @@ def test_s3_1_a_failure_is_retried_exactly_n_times(runner, retries):
     expect.count_is(
         result,
         expect.say("attempts (1 + retries)", "試行回数(1 + retries)"),
-        len(calls(counter(runner), "S3.1")),
+        len(calls(result, "S3.1")),
         retries + 1,
         "S3.1",
     )
@@ -43,7 +43,7 @@ def test_s3_1_flaky_succeeds_on_its_third_call(runner):
 def test_s3_1_retries_apply_to_any_nonzero_code(runner):
     result = scenarios.retried_twice(runner)
     expect.exit_code(result, 42, "S3.5")
-    expect.count_is(result, expect.say("attempts", "試行回数"), len(starts(result.work_file("calls"))), 3, "S3.1")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(result, "S3.1")), 3, "S3.1")
 
 
 @clause("S3.2")
@@ -62,7 +62,7 @@ def waits_measured_by_the_command(result):
     (2, 4, 8 or 0.5, 1, 2) schedules.
     """
     __tracebackhide__ = True
-    started = starts(result.work_file("calls"))
+    started = calls(result, "S3.2")
     expect.count_is(result, expect.say("attempts", "試行回数"), len(started), 4, "S3.1")
     gaps = [later - earlier for earlier, later in zip(started, started[1:])]
     for k, (gap, wanted) in enumerate(zip(gaps, (1, 2, 4)), start=1):
@@ -138,7 +138,7 @@ def test_s3_2_no_wait_after_the_last_attempt(runner):
     # (Its own scenario: the only core check of a backoff other than 0 and 1.)
     result = runner.run("run", "--retries", "1", "--backoff", "2", "--", *counted(counter(runner)), expect_s=2)
     expect.exit_code(result, 1, "S3.5")
-    expect.waited_after_the_last(result, 2, calls(counter(runner), "S3.2"))
+    expect.waited_after_the_last(result, 2, calls(result, "S3.2"))
 
 
 @clause("S3.2")
@@ -159,7 +159,7 @@ def test_s3_2_backoff_zero_retries_at_once(runner):
 def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
     result = backoff_schedule(runner)
     expect.exit_code(result, 1, "S3.2")
-    started = starts(result.work_file("calls"))
+    started = calls(result, "S3.2")
     expect.count_is(result, expect.say("attempts", "試行回数"), len(started), 4, "S3.1")
     gap = started[1] - started[0]
     expect.within(
@@ -182,7 +182,7 @@ def test_s3_2_the_first_wait_is_the_backoff_itself(runner):
 def test_s3_3_a_timeout_is_retried(runner):
     result = hang_retried(runner)
     scenarios.finished(runner, result, "S3.3")
-    attempts = len(starts(result.work_file("calls")))
+    attempts = len(calls(result, "S3.3"))
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), attempts, 2, "S3.3", ("timeout",))
     scenarios.exits_124(runner, result, "S3.3")
 
@@ -196,7 +196,7 @@ def test_s3_3_a_timeout_then_a_success(runner):
     result = runner.run("run", "--timeout", "1", "--retries", "2", "--backoff", "0", "--", *command, expect_s=1)
     scenarios.finished(runner, result, "S3.3")
     # A timeout, retried, then a success that ends the run: two attempts.
-    made = len(calls(counter(runner), "S3.3"))
+    made = len(calls(result, "S3.3"))
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.3", ("timeout", "success"))
     expect.exit_code(result, 0, "S3.3")
     scenarios.stdout_is(runner, result, b"second-try\n", "S3.3")
@@ -207,7 +207,7 @@ def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
     result = hang_retried(runner)
     scenarios.finished(runner, result, "S3.3")
     # Twice timed out, as the calls it counted say (its output would tie this check to S1.2).
-    calls_made = len(starts(result.work_file("calls")))
+    calls_made = len(calls(result, "S3.3"))
     scenarios.attempts_are(
         runner, result, expect.say("hang.sh calls", "hang.sh の呼び出し"), calls_made, 2, "S3.3", ("timeout",)
     )
@@ -219,7 +219,7 @@ def test_s3_3_hang_sh_timed_out_twice_leaves_nothing(runner):
 def test_s3_4_success_ends_the_run_at_once(runner):
     result = runner.run("run", "--retries", "3", "--backoff", "5", "--", *counted(counter(runner), "exit 0"))
     expect.exit_code(result, 0, "S3.4")
-    expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(counter(runner), "S3.4")), 1, "S3.4")
+    expect.count_is(result, expect.say("attempts", "試行回数"), len(calls(result, "S3.4")), 1, "S3.4")
     expect.took_between(
         result, 0, timing.OVERHEAD_S, "S3.4", expect.say("no wait after a success", "成功のあとは待たない")
     )
@@ -253,7 +253,7 @@ def test_s3_5_the_last_code_not_the_first(runner):
     count = counter(runner)
     command = sh('n=$(cat "%s" 2>/dev/null | wc -l); date +%%s.%%N >> "%s"; exit $((n + 3))' % (count, count))
     result = runner.run("run", "--retries", "2", "--backoff", "0", "--", *command)
-    made = len(calls(count, "S3.5"))
+    made = len(calls(result, "S3.5"))
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 3, "S3.5")
     expect.exit_code(result, 5, "S3.5")
 
@@ -265,7 +265,7 @@ def test_s3_5_last_attempt_timed_out_gives_124(runner):
     command = counted(counter(runner), 'if [ -e "%s" ]; then exec sleep 30; fi; touch "%s"; exit 9' % (seen, seen))
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
     scenarios.finished(runner, result, "S3.5")
-    made = len(calls(counter(runner), "S3.5"))
+    made = len(calls(result, "S3.5"))
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.5")
     scenarios.exits_124(runner, result, "S3.5")
 
@@ -277,6 +277,6 @@ def test_s3_5_last_code_after_a_timeout(runner):
     command = counted(counter(runner), 'if [ -e "%s" ]; then exit 9; fi; touch "%s"; exec sleep 30' % (seen, seen))
     result = runner.run("run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=1)
     scenarios.finished(runner, result, "S3.5")
-    made = len(calls(counter(runner), "S3.5"))
+    made = len(calls(result, "S3.5"))
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 2, "S3.5", ("timeout",))
     expect.exit_code(result, 9, "S3.5")

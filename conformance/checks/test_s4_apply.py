@@ -3,14 +3,19 @@
 import pytest
 
 from conformance.judging import expect
-from conformance.judging.scenarios import FAILING, applied_once, applied_twice, apply_in_progress, failed_then_fixed
+from conformance.judging.scenarios import (
+    APPLY_NAMES,
+    FAILING,
+    applied_once,
+    applied_twice,
+    apply_in_progress,
+    called_once,
+    failed_then_fixed,
+)
 from conformance.lab.commands import APPLY
 
 clause = pytest.mark.clause
-# Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
-# a reasonable tool (settled reading; names with spaces or other letters are X14's).
-# "help" is a plain name like any other: a runner that takes it for its own word never applies it.
-NAMES = ["db-migration", "v1.2.3", "x", "feature_2", "help"]
+NAMES = APPLY_NAMES
 
 
 def marker_present(runner):
@@ -41,7 +46,7 @@ def test_s4_1_marker_present_means_apply_sh_not_called(runner):
 def test_s4_1_second_apply_is_a_no_op(runner):
     seen = applied_twice(runner)
     first, second = seen.first, seen.again
-    expect.exit_code(first, 0, "S4.2")
+    applied_once(first, "feature")  # no first apply, no second one to judge: S4.2's defect
     expect.marked(first, "feature")  # what makes the second apply a no-op
     expect.exit_code(second, 0, "S4.1")
     expect.stdout_has(second, "already applied", "S4.1")
@@ -49,7 +54,7 @@ def test_s4_1_second_apply_is_a_no_op(runner):
         second.applied() == ["feature"],
         "S4.1",
         expect.say("apply.sh called once over two applies", "2 回の apply で apply.sh が 1 回だけ呼ばれる"),
-        expect.shown_applied(second.applied()),
+        expect.shown_applied(second),
         second,
     )
 
@@ -76,7 +81,7 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
         result.applied() == ["feature"],
         "S4.2",
         expect.say("apply.sh called for 'feature'", "apply.sh が 'feature' について呼ばれる"),
-        expect.shown_applied(result.applied()),
+        expect.shown_applied(result),
         result,
     )
 
@@ -166,13 +171,14 @@ def test_s4_4_failure_leaves_no_marker(runner):
 def test_s4_4_a_failed_name_is_tried_again_next_time(runner):
     seen = failed_then_fixed(runner)
     failed, fixed = seen.failed, seen.fixed
+    called_once(failed, "broken")  # no failed call of apply.sh, nothing to try again: S4.2's defect
     expect.exit_code(failed, 1, "S4.4")
     expect.exit_code(fixed, 0, "S4.4")
     expect.that(
         fixed.applied() == ["broken", "broken"],
         "S4.4",
         expect.say("apply.sh called again after the failure", "失敗のあと apply.sh がもう一度呼ばれる"),
-        expect.shown_applied(fixed.applied()),
+        expect.shown_applied(fixed),
         fixed,
     )
     expect.that(

@@ -223,7 +223,7 @@ def test_s6_3_prompt_exit_after_the_command_ends(runner):
 
 @clause("S6.3")
 def test_s6_3_retries_left_do_not_run(runner):
-    counter = runner.lab.work / "calls"
+    counter = runner.lab.counter
     invocation, _ = terminated(
         runner, counted(counter, "exec sleep 62"), ["sleep", "62"], "--retries", "3", "--backoff", "0"
     )
@@ -233,7 +233,7 @@ def test_s6_3_retries_left_do_not_run(runner):
     expect.count_is(
         result,
         expect.say("attempts (none after SIGTERM)", "試行回数(SIGTERM のあとはなし)"),
-        len(calls(counter, "S6.3")),
+        len(calls(result, "S6.3")),
         1,
         "S6.3",
     )

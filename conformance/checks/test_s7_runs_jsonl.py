@@ -7,9 +7,9 @@ import pytest
 
 from conformance.harness import labfiles
 from conformance.judging import expect, scenarios
-from conformance.judging.scenarios import hang_retried, seen_timed_out, within_timeout
+from conformance.judging.scenarios import calls, hang_retried, seen_timed_out, within_timeout
 from conformance.lab import timing
-from conformance.lab.commands import FLAKY, counted, exits, flaky_calls, sh, starts
+from conformance.lab.commands import FLAKY, counted, exits, flaky_calls, sh
 from conformance.lab.records import KEYS
 
 clause = pytest.mark.clause
@@ -77,16 +77,16 @@ def counted_run(runner, retries, code):
     """`run --retries RETRIES --backoff 0` of a command that exits `code` and counts its calls, so
     that a check of runs.jsonl compares its lines with the attempts the runner really made: a
     wrong number of attempts is S3's defect; a line per attempt made is all S7 asks."""
-    command = counted(runner.lab.work / "calls", "exit %d" % code)
+    command = counted(runner.lab.counter, "exit %d" % code)
     return runner.observe(
         "run", "--retries", str(retries), "--backoff", "0", "--", *command, scenario="counted %d %d" % (retries, code)
     )
 
 
 def attempts_made(result):
-    """How many attempts a run made: the calls its counted command wrote, else flaky.sh's count."""
-    counter = result.work_file("calls")
-    return len(starts(counter)) if counter else flaky_calls(result)
+    """How many attempts a run made: the calls of its counted command, else flaky.sh's."""
+    made = calls(result, "S7.1")
+    return len(made) if made else flaky_calls(result)
 
 
 def lines_are_attempts(runner, result, clause, wanted, after=()):
@@ -292,7 +292,7 @@ def test_s7_2_duration_ms_is_an_int(runner, command):
 def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
     result = within_timeout(runner)
     scenarios.finished(runner, result, "S7.2")
-    made = len(starts(result.work_file("calls")))  # a record of an attempt that never ran says nothing
+    made = len(calls(result, "S7.2"))  # a record of an attempt that never ran says nothing
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 1, "S7.2")
     records = expect.records(result, 1, "S7.2")
     duration_is_about(result, records[0], 1000, "S7.2", "`sleep 1; echo finished`")
@@ -329,7 +329,7 @@ def test_s7_3_every_timed_out_retry_is_recorded(runner):
     result = hang_retried(runner)
     scenarios.finished(runner, result, "S7.3")
     # Two attempts made (else the retries are what is wrong, and this cannot judge S7.3).
-    made = len(starts(result.work_file("calls")))
+    made = len(calls(result, "S7.3"))
     scenarios.attempts_are(
         runner, result, expect.say("hang.sh calls", "hang.sh の呼び出し"), made, 2, "S3.3", ("timeout",)
     )

@@ -59,7 +59,7 @@ def test_s8_1_a_real_apply_still_runs_afterwards(runner):
             "the real apply calls apply.sh (the dry run marked nothing)",
             "本番の apply が apply.sh を呼ぶ(ドライランは何もマーカーを作っていない)",
         ),
-        expect.shown_applied(result.applied()),
+        expect.shown_applied(result),
         result,
     )
 
@@ -125,6 +125,6 @@ def test_s8_3_after_a_real_apply(runner):
         result.applied() == ["feature"],
         "S8.1",
         expect.say("no second apply.sh call", "apply.sh の 2 回目の呼び出しがない"),
-        expect.shown_applied(result.applied()),
+        expect.shown_applied(result),
         result,
     )

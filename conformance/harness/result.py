@@ -1,12 +1,15 @@
 """What one runner invocation produced, and what it left in the lab."""
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from conformance.harness import labfiles
+from conformance.harness.witness import Opened
 from conformance.lab import records as runs_jsonl
+from conformance.lab.commands import APPLY, FLAKY, FLAKY_STATE, SHELLS, starts
 
 if TYPE_CHECKING:  # only for annotations
     from conformance.harness.sandbox import Lab
@@ -19,6 +22,8 @@ RUNS_LIMIT, APPLIED_LIMIT = 1 << 20, 64 * 1024
 # judges each: one that is not a regular file (a link, a FIFO, a folder) fails that clause, unread.
 LAB_FILES = {"runs": ("runs.jsonl", "S7.1"), "applied": ("applied.log", "S4.2"), "markers": ("state", "S4.3")}
 MARKER_CLAUSE, LOCK_CLAUSE = "S4.3", "S5.1"
+# The most a counter of calls may hold: some thousand calls' start times.
+COUNTER_LIMIT = 64 * 1024
 # How much of each stream and file a failure message shows.
 TAIL_LINES = 12
 TAIL_CHARS = 2000
@@ -66,6 +71,51 @@ def _read_lab(lab: "Lab", key: str) -> Tuple[Any, Optional[labfiles.LabFile]]:
     return (found.data if key == "runs" else found.data.decode("utf-8", "replace").splitlines()), None
 
 
+def counted_calls(lab: "Lab", witnessed: Optional[Dict[str, Tuple[Opened, ...]]], kept, clause: str) -> List[float]:
+    """The starts of the counted command's calls in `lab`: each process the witness saw open the
+    counter to append to it, as the counted command's own shell does (the kernel's start of the
+    call, which no runner can move); where the lab had no witness, the times the calls wrote
+    (`kept`: the counter as read when the runner ended, else read now)."""
+    if witnessed is not None:
+        appends = '>> "%s"' % lab.counter
+        calls = {
+            (seen.pid, seen.started)
+            for seen in witnessed["calls"]
+            if _a_shell(seen) and any(appends in arg for arg in seen.argv)
+        }
+        return sorted(started for _, started in calls)
+    found = kept if kept is not None else labfiles.read(lab.root / "counted", "calls", COUNTER_LIMIT)
+    if found.refused:
+        raise labfiles.LabFileRefused("counted/calls", found.refused, clause, found.limit)
+    return starts(found.data)
+
+
+def _a_shell(seen: Opened, script: str = "") -> bool:
+    """Is the opener a shell (or, where its executable could not be read, named as one or as the
+    `script` it runs)? The runner's own interpreter, whose arguments name the same files, is not."""
+    if seen.program:
+        return seen.program in SHELLS
+    return seen.name in SHELLS + ((script,) if script else ())
+
+
+def runs_of(witnessed: Optional[Dict[str, Tuple[Opened, ...]]], name: str, path: str) -> Optional[List[Opened]]:
+    """The runs of fixture `name` (at `path`) the witness saw: a shell, by its executable, which a
+    runner cannot rename as it can its argv, reading the script with its arguments. A runner that
+    imitates the fixture (writes its traces, prints its words) shows none. None: no witness.
+
+    Where the grader may not read another uid's executable (a container without CAP_SYS_PTRACE),
+    the process's name stands in for it: the shell's, or the script's that the kernel gives a
+    process started through its #! line. A runner could set that name on purpose; not by imitating.
+    """
+    if witnessed is None:
+        return None
+    runs: Dict[Tuple[int, float], Opened] = {}
+    for seen in witnessed[name]:
+        if _a_shell(seen, os.path.basename(path)) and seen.argv[1:2] == (path,):
+            runs.setdefault((seen.pid, seen.started), seen)
+    return sorted(runs.values(), key=lambda run: run.started)
+
+
 def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None, more: str = "... (%d characters)") -> str:
     """The last `lines` lines of `data` as text, each cut to `width` characters if given (then
     `more` says its length)."""
@@ -107,6 +157,9 @@ class Result:
     machine_wait_s: Optional[float] = None
     # When the check sent the runner SIGTERM, on timing.now()'s clock (None: it sent none).
     terminated_at: Optional[float] = None
+    # What the lab's witness saw by the time the runner ended: every open of the counter and of
+    # the fixtures, by name, since the lab was made (None: the lab had no witness; see witness.py).
+    witnessed: Optional[Dict[str, Tuple[Opened, ...]]] = None
 
     def kept_apart(self) -> "Result":
         """A copy that no longer reads its lab: what the runner left there is read now, once."""
@@ -120,6 +173,7 @@ class Result:
         state = labfiles.listing(self.lab.sub, "state")
         files["marker_kinds"] = {name: state.entries[name] for name in files["markers"] if name in state.entries}
         files["work"] = small_files(self.lab.work)
+        files["counter"] = labfiles.read(self.lab.root / "counted", "calls", COUNTER_LIMIT)
         return dataclasses.replace(self, lab_files=files, notes=list(self.notes))
 
     def _lab_file(self, key: str) -> Tuple[Any, Optional[labfiles.LabFile]]:
@@ -147,6 +201,27 @@ class Result:
             return self.lab_files["work"].get(name, b"")
         return labfiles.read(self.lab.work, name, WORK_FILE_LIMIT).data
 
+    def calls(self, clause: str) -> List[float]:
+        """When each call of the lab's counted command (commands.counted) started, in order, on
+        timing.now()'s clock: see counted_calls. LabFileRefused, `clause`'s failure, where only the
+        counter's lines could say it and they are no regular file."""
+        if self.lab_files is not None:
+            return counted_calls(self.lab, self.witnessed, self.lab_files["counter"], clause)
+        return counted_calls(self.lab, self.witnessed, None, clause)
+
+    def apply_runs(self) -> Optional[List[Opened]]:
+        """The fixture's apply.sh run by a process of the lab (its own shell, seen by the witness),
+        once per run, in the order they started; None where the lab had no witness."""
+        return runs_of(self.witnessed, "apply.sh", APPLY)
+
+    def flaky_calls(self) -> int:
+        """How often flaky.sh had been called in the lab when the runner ended: the runs the witness
+        saw, or where there was none, flaky.sh's own count (FLAKY_STATE in the work folder)."""
+        runs = runs_of(self.witnessed, "flaky.sh", FLAKY)
+        if runs is not None:
+            return len(runs)
+        return int(self.work_file(FLAKY_STATE).strip() or 0)
+
     def __repr__(self) -> str:
         ending = "hung, killed after %.1fs" % self.hung_after_s if self.hung_after_s else "rc=%s" % self.rc
         return "<Result %s in %.2fs: runner.py %s>" % (ending, self.duration_s, " ".join(self.args))
@@ -171,7 +246,11 @@ class Result:
         return runs_jsonl.parse(self.runs_bytes())
 
     def applied(self) -> List[str]:
-        """Lines of applied.log: one per call of apply.sh."""
+        """The NAME of each call of apply.sh: as the witness saw the fixture run, else the lines of
+        applied.log (one per call, written by apply.sh, and rewritable by the runner's uid)."""
+        runs = self.apply_runs()
+        if runs is not None:
+            return [run.argv[2] if len(run.argv) > 2 else "" for run in runs]
         return list(self._judged("applied"))
 
     def applied_seen(self) -> List[str]:

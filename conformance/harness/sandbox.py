@@ -45,11 +45,15 @@ from conformance.harness.identity import (
     write_account,
 )
 from conformance.harness.libc import LIBC
+from conformance.harness.witness import Witness
 from conformance.lab.commands import FIXTURE_SETTINGS, SETTINGS
 
 SUB_DIR = Path("/root/pyops/sub")
 STATE_DIR = SUB_DIR / "state"
 BIN_DIR = Path("/opt/fixtures/pyops/bin")
+# The counter of a lab (Lab.counter), below its root, and the name its witness knows it by.
+COUNTER_NAME = "calls"
+COUNTER = "counted/" + COUNTER_NAME
 LAB_PATHS = (SUB_DIR, BIN_DIR)
 
 
@@ -410,7 +414,9 @@ class Lab:
 
     ``sub`` and ``bin`` are the folders as the harness sees them (to inspect files); the runner
     always sees them at the lab's paths. ``work`` is scratch space outside the lab for the test's
-    own helper files (ready files, FLAKY_STATE, captured output).
+    own helper files (ready files, FLAKY_STATE, captured output). ``counter`` is the file a counted
+    command appends to (commands.counted), in a folder only the grader may change, and ``witness``
+    (where the kernel gives one) sees every open of it and of the lab's fixtures: see witness.py.
     """
 
     def __init__(
@@ -452,6 +458,38 @@ class Lab:
             self.sub, self.bin = SUB_DIR, BIN_DIR
         _fill(self.sub, self.bin, runner_source)
         self.set_fixture_settings({})  # a system root's bin may still hold an earlier check's
+        self.counter = self.seen_root / COUNTER
+        _make_counter(root / COUNTER, user)
+        self.witness = Witness.start()
+        if self.witness is not None:
+            self.witness.watch(COUNTER_NAME, str(root / COUNTER))
+            for fixture in ("flaky.sh", "apply.sh"):
+                self.witness.watch(fixture, str(self.bin / fixture), lock_file=self._lock_file_id)
+
+    def _lock_file_id(self) -> Optional[tuple]:
+        """(device, inode) of state/lock as it is now, if it is a regular file (never followed)."""
+        try:
+            found = os.lstat(str(self.sub / "state" / "lock"))
+        except OSError:
+            return None
+        return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+
+    def witnessed(self) -> Optional[Dict[str, tuple]]:
+        """Every open of a watched file so far, by name (None: this lab has no witness)."""
+        if self.witness is None:
+            return None
+        return {name: tuple(self.witness.opened(name)) for name in (COUNTER_NAME, "flaky.sh", "apply.sh")}
+
+    def close(self) -> None:
+        if self.witness is not None:
+            self.witness.close()
+            self.witness = None
+
+    def __getstate__(self) -> dict:
+        """What a Result kept for another worker carries of its lab: its paths, not its witness."""
+        state = dict(self.__dict__)
+        state["witness"] = None
+        return state
 
     @property
     def state(self) -> Path:
@@ -500,6 +538,14 @@ class Lab:
         plan, binds = self.plan, [(self.sub, SUB_DIR), (self.bin, BIN_DIR)]
         assert plan is not None
         return lambda: plan.enter(self.root, binds, self.seen_root, self.account)
+
+
+def _make_counter(path: Path, user: Optional[RunnerUser]) -> None:
+    """The counter, empty: the runner's uid may append to it and read it, not replace or remove it."""
+    path.parent.mkdir(mode=0o755)
+    path.touch(mode=0o644)
+    if user is not None:
+        os.chown(str(path), user.uid, user.gid)
 
 
 def _fill(sub: Path, bin_dir: Path, runner_source: Path) -> None:
@@ -672,7 +718,10 @@ class LabMaker:
         try:
             with self._lab(user) as lab:
                 lab.memory = bound
-                yield lab
+                try:
+                    yield lab
+                finally:
+                    lab.close()
         finally:
             if bound is not None:
                 bound.remove()  # refused while a process is in it: the grading's end tries again

@@ -379,6 +379,7 @@ class Invocation:
             lab=self.lab,
             notes=notes,
             terminated_at=self.terminated_at,
+            witnessed=self.lab.witnessed(),
         )
 
     def _kill_runner(self) -> None:

@@ -681,7 +681,7 @@ def apply_sh_not_called(result: Result, clause: str) -> None:
     """applied.log stayed empty: apply.sh was never called."""
     __tracebackhide__ = True
     not_called = _in(_JUDGEMENT_WORDS, LANG)["not_applied"]
-    that(result.applied() == [], clause, not_called, shown_applied(result.applied()), result)
+    that(result.applied() == [], clause, not_called, shown_applied(result), result)
 
 
 def no_marker(result: Result, clause: str) -> None:
@@ -710,9 +710,17 @@ def marked(result: Result, name: str) -> None:
     )
 
 
-def shown_applied(lines: Sequence[str]) -> str:
-    """What applied.log held, as a check's actual value."""
-    return _in(_JUDGEMENT_WORDS, LANG)["applied_log"] % list(lines)
+def shown_applied(result: Result) -> str:
+    """Which names apply.sh ran for, as a check's actual value: the runs the witness saw (and what
+    applied.log claims besides, which a runner that imitates apply.sh wrote), else applied.log."""
+    words = _in(_JUDGEMENT_WORDS, LANG)
+    if result.apply_runs() is None:
+        return words["applied_log"] % result.applied_seen()
+    ran, logged = result.applied(), result.applied_seen()
+    shown = words["apply_runs"] % ran
+    if sorted(logged) != sorted(ran):
+        shown += words["imitated"] % logged
+    return shown
 
 
 def shown_markers(names: Sequence[str]) -> str:
@@ -800,6 +808,9 @@ _JUDGEMENT_WORDS = {
         "empty": "(empty)",
         "not_applied": "apply.sh not called",
         "applied_log": "applied.log: %s",
+        "apply_runs": "apply.sh run by the runner for %s",
+        "imitated": "; applied.log says %s, but no process of the runner ran apply.sh for the rest "
+        "(the grader sees apply.sh itself run: call it, do not imitate it)",
         "no_marker": "no marker",
         "markers": "markers: %s",
         "more_bytes": "... (%d bytes in all)",
@@ -831,6 +842,10 @@ _JUDGEMENT_WORDS = {
         "empty": "(空)",
         "not_applied": "apply.sh が呼ばれない",
         "applied_log": "applied.log の内容は %s でした",
+        "apply_runs": "runner が apply.sh を実行した NAME は %s でした",
+        "imitated": "。applied.log には %s とありますが、"
+        "残りについて runner のどのプロセスも apply.sh を実行していません"
+        "(採点側は apply.sh そのものの実行を見ています。まねせずに呼んでください)",
         "no_marker": "マーカーが作られない",
         "markers": "マーカーは %s でした",
         "more_bytes": "...(全 %d バイト)",

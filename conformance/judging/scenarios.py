@@ -7,15 +7,14 @@ happened (a process never seen is None), and each check says what that means for
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 import psutil
 
 from conformance.harness import labfiles
-from conformance.harness.result import Result
+from conformance.harness.result import Result, counted_calls
 from conformance.judging import expect
-from conformance.lab.commands import APPLY, FLAKY, HANG, counted, flaky_calls, py, sh, starts
+from conformance.lab.commands import APPLY, FLAKY, HANG, counted, flaky_calls, py, sh
 
 # Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
 # when played: py() names the runner's interpreter, which is known only once the grading is
@@ -35,22 +34,13 @@ NEVER_ENDING = {
 HANG_SLEEP = ["sleep", "60"]
 
 
-# The most a counter of calls may hold: some thousand calls' start times.
-COUNTER_LIMIT = 64 * 1024
-
-
-def calls(counter, clause: str) -> List[float]:
-    """Start times written by `counted`, one per call.
-
-    Read as every file of a lab is (labfiles.read): the runner's uid can replace the counter with
-    a link, a FIFO or a huge file, and its check, `clause`, then fails instead of the grader
-    following, blocking or filling its memory.
-    """
-    counter = Path(counter)
-    found = labfiles.read(counter.parent, counter.name, COUNTER_LIMIT)
-    if found.refused:
-        raise labfiles.LabFileRefused("%s/%s" % (counter.parent.name, found.name), found.refused, clause, found.limit)
-    return starts(found.data)
+def calls(seen, clause: str) -> List[float]:
+    """When each call of the lab's counted command started (commands.counted), in order: in the
+    lab of a Result as its runner ended, or in a Lab now (see result.counted_calls). Where only the
+    counter's own lines can say it and they are no regular file, its check, `clause`, fails."""
+    if isinstance(seen, Result):
+        return seen.calls(clause)
+    return counted_calls(seen, seen.witnessed(), None, clause)
 
 
 @dataclass
@@ -159,9 +149,9 @@ def _retries(result: Result) -> int:
 
 
 def retried_twice(runner) -> Result:
-    """`--retries 2` of a command that always exits 42, each call counted in work/calls: S3.1
+    """`--retries 2` of a command that always exits 42, each call counted (see calls): S3.1
     judges it, and checks of other clauses ask it whether the runner's retries work at all."""
-    command = counted(runner.lab.work / "calls", "exit 42")
+    command = counted(runner.lab.counter, "exit 42")
     return runner.observe("run", "--retries", "2", "--backoff", "0", "--", *command, scenario="retried-twice")
 
 
@@ -171,9 +161,9 @@ def attempts_clause(runner, clause: str, after: Sequence[str] = ()) -> str:
     S3.1's defect; or, for a run that retried `after` "timeout" or "success", unless the runner
     gets that wrong plainly too: a timeout not retried (`hang_retried`) is S3.3's defect, more
     attempts after a success (`stops_at_success`) S3.4's. Each is asked in a lab of its own."""
-    if len(starts(retried_twice(runner.aside()).work_file("calls"))) != 3:
+    if len(calls(retried_twice(runner.aside()), "S3.1")) != 3:
         return "S3.1"
-    if "timeout" in after and len(starts(hang_retried(runner.aside()).work_file("calls"))) != 2:
+    if "timeout" in after and len(calls(hang_retried(runner.aside()), "S3.3")) != 2:
         return "S3.3"
     if "success" in after and flaky_calls(stops_at_success(runner.aside())) != 3:
         return "S3.4"
@@ -231,18 +221,18 @@ def waits_out_the_timeout(runner) -> bool:
 
 
 def within_timeout(runner) -> Result:
-    """A one-second command under `--timeout 3`, its call counted in work/calls: S2.1 (not killed)
+    """A one-second command under `--timeout 3`, its call counted (see calls): S2.1 (not killed)
     and S7.2 (its duration) judge it."""
-    command = counted(runner.lab.work / "calls", "sleep 1; echo finished")
+    command = counted(runner.lab.counter, "sleep 1; echo finished")
     return runner.observe("run", "--timeout", "3", "--", *command, expect_s=1, scenario="within timeout")
 
 
 def backoff_schedule(runner) -> Result:
-    """`--retries 3 --backoff 1` of a command that always fails, each call counted in work/calls:
+    """`--retries 3 --backoff 1` of a command that always fails, each call counted (see calls):
     waits of 1, 2 and 4 seconds. S3.2's checks of that schedule judge it: the gaps the command
     measured, the waits runs.jsonl shows, and the first wait. The longest scenario of a grading,
     so it is played ahead (see PLAYED_AHEAD)."""
-    command = counted(runner.lab.work / "calls")
+    command = counted(runner.lab.counter)
     return runner.observe("run", "--retries", "3", "--backoff", "1", "--", *command, expect_s=7, scenario="backoff-1")
 
 
@@ -253,8 +243,8 @@ PLAYED_AHEAD = {"backoff-1": ("S3.2", backoff_schedule)}
 
 
 def hang_retried(runner) -> Result:
-    """hang.sh under `--timeout 1 --retries 1`, each call counted in work/calls: S3.3 and S7.3 judge it."""
-    command = counted(runner.lab.work / "calls", 'exec "%s"' % HANG)
+    """hang.sh under `--timeout 1 --retries 1`, each call counted (see calls): S3.3 and S7.3 judge it."""
+    command = counted(runner.lab.counter, 'exec "%s"' % HANG)
     return runner.observe(
         "run", "--timeout", "1", "--retries", "1", "--backoff", "0", "--", *command, expect_s=2, scenario="hang-retried"
     )
@@ -338,6 +328,21 @@ def runs_apply_sh(process, name: str) -> bool:
     return program in known and argv[1:] == [APPLY, name]
 
 
+# Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
+# a reasonable tool (settled reading; names with spaces or other letters are X14's).
+# "help" is a plain name like any other: a runner that takes it for its own word never applies it.
+APPLY_NAMES = ["db-migration", "v1.2.3", "x", "feature_2", "help"]
+
+
+def every_apply(runner) -> List[Result]:
+    """Every apply of a grading that should call apply.sh, each as its scenario was played (asked
+    aside): S5.1 wants the lock held in each, and a runner cannot tell one from another by what it
+    reads (the slow one, apply_in_progress, is asked by its own check)."""
+    results = [runner.aside().observe("apply", name) for name in APPLY_NAMES]
+    twice, fixed = applied_twice(runner.aside()), failed_then_fixed(runner.aside())
+    return results + [twice.first, twice.next_name, fixed.failed, fixed.fixed]
+
+
 # apply.sh fails (exit 1) while this is set: APPLY_FAIL of the lab.
 FAILING = {"APPLY_FAIL": "1"}
 
@@ -360,11 +365,17 @@ def applied_once(result: Result, name: str) -> None:
     (the marker, apply's runs.jsonl line) has nothing to judge without it."""
     __tracebackhide__ = True
     expect.exit_code(result, 0, "S4.2")
+    called_once(result, name)
+
+
+def called_once(result: Result, name: str) -> None:
+    """`apply NAME` called apply.sh NAME once, whatever apply.sh then did: S4.2's."""
+    __tracebackhide__ = True
     expect.that(
         result.applied() == [name],
         "S4.2",
         expect.say("apply.sh called once with %r", "apply.sh が %r で 1 回だけ呼ばれる") % name,
-        expect.shown_applied(result.applied()),
+        expect.shown_applied(result),
         result,
     )
 

@@ -66,6 +66,9 @@ FLAKY_STATE = "flaky.state"  # flaky.sh's call count, in the lab's work folder (
 
 
 def flaky_calls(result) -> int:
-    """How often flaky.sh had been called in `result`'s lab when its runner ended (FLAKY_STATE in
-    the work folder, as the lab shows it or as an observation kept it)."""
-    return int(result.work_file(FLAKY_STATE).strip() or 0)
+    """How often flaky.sh had been called in `result`'s lab when its runner ended (Result.flaky_calls)."""
+    return result.flaky_calls()
+
+
+# What runs a fixture: its #! line's bash, or a shell a runner named itself.
+SHELLS = ("bash", "sh", "dash")
