@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from conformance.harness.sandbox import SUB_DIR
-from conformance.lab import config
+from conformance.lab import config, draws
 from conformance.lab.clauses import LANGUAGES, PROFILES
 from conformance.reporting import platforms, provenance, report, view
 from conformance.usage import (
@@ -48,6 +48,17 @@ LAB_RUNNER = SUB_DIR / "runner.py"
 NO_RUNNER = (
     "no runner to grade: write the lab's %s, or name one with --runner FILE (--reference grades the bundled one)"
 )
+
+
+def seed_number(text: str) -> int:
+    """A seed as --seed takes it: a whole number from 0 (argparse says so in one line otherwise)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**draws.SEED_BITS:
+        raise argparse.ArgumentTypeError("a whole number from 0 to %d: %r" % (2**draws.SEED_BITS - 1, text))
+    return seed
 
 
 def _is_file(path: Path) -> bool:
@@ -127,6 +138,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="grade N times, list every check whose outcome varied (exit 2 if any did); reports are the last round's",
     )
+    parser.add_argument(
+        "--seed",
+        type=seed_number,
+        metavar="N",
+        help="draw the timeouts, backoffs and names a runner must not predict from seed N "
+        "(default: the configuration's seed, else a new one per grading; the report records it)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check (the pytest view)")
     parser.add_argument(
         "--watch",
@@ -202,6 +220,8 @@ def pytest_args(options: argparse.Namespace, json_path: Path) -> List[str]:
         options.isolation,
         "--lab-json",
         str(json_path),
+        "--lab-seed",
+        str(options.seed),
         "--runner-user",
         options.runner_user,
         "-r",
@@ -273,6 +293,8 @@ def validate(options: argparse.Namespace) -> None:
         raise UsageError("%s: cannot read it: %s" % (config_file, getattr(error, "strerror", None) or error)) from None
     options.profile = options.profile or options.lab.profile
     options.lang = view.language(options.lang or options.lab.lang)
+    if options.seed is None:  # one seed for every round of --repeat and --watch: only the machine varies
+        options.seed = draws.new_seed() if options.lab.seed is None else options.lab.seed
     # The platforms' files speak the grading's language too, --lang as much as the configuration's.
     options.lab = dataclasses.replace(options.lab, lang=options.lang)
     if options.verbose:
@@ -431,7 +453,7 @@ def _provenance(options: argparse.Namespace, data: Mapping, started: str, runner
     decided = options.decided
     python = decided["python"]
     return provenance.record(
-        dict(decided, python_version=provenance.python_version(python)),
+        dict(decided, python_version=provenance.python_version(python), seed=data.get("seed", options.seed)),
         runner_bytes,
         options.config_text,
         {"lang": options.lang, "clauses": list(options.clause), "keyword": options.keyword},

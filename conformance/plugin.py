@@ -37,10 +37,11 @@ from conformance.harness.sandbox import (
     remove_abandoned_labs,
     unreachable_lab,
 )
+from conformance.harness.witness import evidence
 from conformance.judging import expect, scenarios
 from conformance.judging.blocking import Blocked, Canary
 from conformance.judging.driver import Driver, driving
-from conformance.lab import commands
+from conformance.lab import commands, draws
 from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.reporting import report, view
 
@@ -145,6 +146,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the checks in N processes forked from this one once it has collected them (see forks.py)",
     )
     group.addoption(
+        "--lab-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="draw the values a runner must not predict from this seed (default: a random one; see draws.py)",
+    )
+    group.addoption(
         "--lab-clause",
         action="append",
         default=[],
@@ -171,6 +179,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pyops = dict(workerinput["pyops"])  # type: ignore[attr-defined]
         os.environ[SESSION_VAR] = config.pyops["session"]  # type: ignore[attr-defined]
         commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
+        draws.use(config.pyops["seed"])  # type: ignore[attr-defined]
         return
     if config.getoption("--lab-forks") and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError("--lab-forks and pytest-xdist's -n both run checks in parallel: give one of them")
@@ -184,6 +193,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except Refused as refusal:
         raise pytest.UsageError(str(refusal)) from None
     config.pyops["profile"] = config.getoption("--lab-profile")  # type: ignore[attr-defined]
+    seed = config.getoption("--lab-seed")
+    config.pyops["seed"] = draws.new_seed() if seed is None else seed  # type: ignore[attr-defined]
+    draws.use(config.pyops["seed"])  # type: ignore[attr-defined]
     config.pyops["ahead"] = played_ahead(config)  # type: ignore[attr-defined]
     commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
     remove_abandoned_labs()  # what gradings killed earlier left (SIGKILL, a lost container)
@@ -249,6 +261,7 @@ def decide(runner: Optional[str], python: Optional[str], isolation: str, runner_
         "roots": roots_found,
         "runner_user": user,
         "why_not_own_user": why_not_own,
+        "evidence": evidence(),
     }
 
 

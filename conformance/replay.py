@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from conformance.harness import labfiles
+from conformance.lab import draws
 from conformance.lab.config import DEFAULT_FILE
 from conformance.reporting import provenance
 from conformance.usage import EXIT_ERROR, EXIT_FAILED, EXIT_PASSED, Parser, UsageError
@@ -142,6 +143,9 @@ def replay(
             argv += ["--clause", clause]
         if keyword:
             argv += ["-k", str(keyword)]
+        seed = kept.get("seed")
+        if type(seed) is int and 0 <= seed < 2**draws.SEED_BITS:  # the same draws (a record without one: new ones)
+            argv += ["--seed", str(seed)]
         # Never the interpreter the record names: a record may come from a learner, and the grader
         # would run that program. The suite's default (or --python) runs the runner, as it grades.
         if python:

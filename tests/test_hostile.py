@@ -330,9 +330,11 @@ def test_links_fifos_and_deep_trees_in_a_lab_are_never_followed(tmp_path, monkey
     assert not sandbox.labs_of(session), "labs left: %s" % sandbox.labs_of(session)
 
 
-# The checks' commands write what they saw into the lab's work folder (a counter of calls), which
-# the grader reads once the runner has ended. A runner reads the counter's path in its command and,
-# on its way out, leaves a FIFO there: measured before the fix, the grader's read blocked for ever.
+# The checks' commands append to a counter of calls, which the grader reads where the kernel gives
+# it no witness. A runner reads the counter's path in its command and, on its way out, tries to
+# leave a FIFO there: measured when the counter sat in the runner's own work folder, the grader's
+# read blocked for ever. The counter's folder is the grader's now: the swap fails, the calls are
+# counted, and the runner (the reference otherwise) passes.
 SWAPS_THE_COUNTER = """import atexit, os, re, sys
 def swap_counters():
     for arg in sys.argv:
@@ -349,15 +351,13 @@ atexit.register(swap_counters)
 """
 
 
-def test_a_fifo_left_where_a_check_counts_calls_fails_the_check_and_never_blocks(tmp_path):
+def test_a_runner_cannot_swap_the_counter_of_calls_for_a_fifo(tmp_path):
     runner = tmp_path / "runner.py"
     runner.write_text(SWAPS_THE_COUNTER + REFERENCE.read_text())
     started = time.monotonic()
     graded = grade(tmp_path, runner, "--clause", "S3.1", workers=2)
     took = time.monotonic() - started
-    assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
-    messages = "\n".join(t["message"] for t in graded.failed())
-    assert "work/calls is a FIFO" in messages, graded.explain()
+    assert graded.rc == 0 and graded.report["summary"]["failed"] == 0, graded.explain()
     assert took <= DEFAULT_BOUND_S, "took %.0fs" % took
 
 
@@ -840,8 +840,10 @@ FAKES = {
     "backoff": ({"backoff"}, {"S3.2"}),
     "apply": ({"apply"}, {"S4.2"}),
     "lock": ({"lock"}, {"S5.1"}),
-    "all-three": ({"backoff", "apply", "lock"}, {"S3.2", "S4.2"}),  # no apply.sh run: no lock to judge
+    "timeout": ({"timeout"}, {"S2.1"}),
+    "all-four": ({"backoff", "apply", "lock", "timeout"}, {"S2.1", "S3.2", "S4.2"}),  # no apply.sh run: no lock
 }
+ALL_ATTACKS = 'ATTACKS = {"backoff", "apply", "lock", "timeout"}'
 
 
 @pytest.mark.slow(3)
@@ -851,11 +853,11 @@ def test_a_runner_that_fakes_the_lab_fails_the_clause_it_fakes(tmp_path, fake):
     reference = REFERENCE.read_text()
     assert reference.count(REFERENCE_MAIN) == 1
     suffix = FAKES_THE_LAB.read_text()
-    assert 'ATTACKS = {"backoff", "apply", "lock"}' in suffix
-    suffix = suffix.replace('ATTACKS = {"backoff", "apply", "lock"}', "ATTACKS = set(%r)" % sorted(attacks), 1)
+    assert ALL_ATTACKS in suffix
+    suffix = suffix.replace(ALL_ATTACKS, "ATTACKS = set(%r)" % sorted(attacks), 1)
     runner = tmp_path / "runner.py"
     runner.write_text(reference.replace(REFERENCE_MAIN, suffix))
-    graded = grade(tmp_path, runner, "--clause", "S3", "--clause", "S4", "--clause", "S5")
+    graded = grade(tmp_path, runner, "--clause", "S2", "--clause", "S3", "--clause", "S4", "--clause", "S5")
     assert graded.report["isolation"] == "namespace", graded.report["isolation"]
     assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
     charged = {clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] == "failed"}

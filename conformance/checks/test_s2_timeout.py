@@ -12,7 +12,7 @@ from conformance.judging.scenarios import (
     timed_out,
     within_timeout,
 )
-from conformance.lab import timing
+from conformance.lab import draws, timing
 from conformance.lab.commands import counted
 
 clause = pytest.mark.clause
@@ -40,7 +40,19 @@ def test_s2_1_killed_once_the_timeout_passes(runner, name):
 
 
 @clause("S2.1")
-@slow(1)
+@slow(4)
+def test_s2_1_killed_at_the_timeout_it_was_given(runner):
+    # A timeout drawn per grading (3 or 4 s): a runner that kills at a time of its own, not the
+    # one it is given, is killed early or late here.
+    given = draws.CURRENT.kill_timeout_s
+    watched = timed_out(runner, "sleep", given)
+    if watched.started is None:
+        never_seen(watched, watched.command, "S2.1")
+    expect.killed_after(watched.result, watched.started, given, "S2.1", None, scenarios.killed_at(watched))
+
+
+@clause("S2.1")
+@slow(4)
 def test_s2_1_a_command_within_the_timeout_is_not_killed(runner):
     result = within_timeout(runner)
     expect.exit_code(result, 0, "S2.1")

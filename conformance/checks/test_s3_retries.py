@@ -5,7 +5,7 @@ import pytest
 from conformance.harness.labfiles import LabFileRefused
 from conformance.judging import expect, scenarios
 from conformance.judging.scenarios import backoff_schedule, calls, hang_retried
-from conformance.lab import timing
+from conformance.lab import draws, timing
 from conformance.lab.commands import FLAKY, counted, flaky_calls, sh
 
 clause = pytest.mark.clause
@@ -134,11 +134,13 @@ def test_s3_2_waits_read_from_runs_jsonl(runner):
 @clause("S3.2")
 @slow(3)
 def test_s3_2_no_wait_after_the_last_attempt(runner):
-    # One retry with backoff 2: 2s of waiting; a wait after the last attempt would add 4s more.
-    # (Its own scenario: the only core check of a backoff other than 0 and 1.)
-    result = runner.run("run", "--retries", "1", "--backoff", "2", "--", *counted(counter(runner)), expect_s=2)
+    # One retry with a drawn backoff B (2 or 3): B seconds of waiting; a wait after the last attempt
+    # would add 2B more. (Its own scenario: the only core check of a backoff other than 0 and 1.)
+    backoff = draws.CURRENT.last_backoff_s
+    command = counted(counter(runner))
+    result = runner.run("run", "--retries", "1", "--backoff", str(backoff), "--", *command, expect_s=backoff)
     expect.exit_code(result, 1, "S3.5")
-    expect.waited_after_the_last(result, 2, calls(result, "S3.2"))
+    expect.waited_after_the_last(result, backoff, calls(result, "S3.2"))
 
 
 @clause("S3.2")

@@ -12,6 +12,7 @@ from conformance.judging.scenarios import (
     called_once,
     failed_then_fixed,
 )
+from conformance.lab import draws
 from conformance.lab.commands import APPLY
 
 clause = pytest.mark.clause
@@ -67,8 +68,9 @@ def test_s4_1_already_applied_goes_to_stdout_not_stderr(runner):
 
 
 @clause("S4.2")
-@pytest.mark.parametrize("name", NAMES)
-def test_s4_2_apply_calls_apply_sh_with_the_name(runner, name):
+@pytest.mark.parametrize("kind", NAMES)
+def test_s4_2_apply_calls_apply_sh_with_the_name(runner, kind):
+    name = draws.CURRENT.name(kind)
     applied_once(runner.observe("apply", name), name)
 
 
@@ -87,8 +89,9 @@ def test_s4_2_another_name_s_marker_does_not_count(runner):
 
 
 @clause("S4.3")
-@pytest.mark.parametrize("name", NAMES)
-def test_s4_3_marker_created_after_success(runner, name):
+@pytest.mark.parametrize("kind", NAMES)
+def test_s4_3_marker_created_after_success(runner, kind):
+    name = draws.CURRENT.name(kind)
     result = runner.observe("apply", name)
     applied_once(result, name)  # no apply.sh, no success to mark: that is S4.2's defect
     expect.marked(result, name)

@@ -8,7 +8,7 @@ import pytest
 from conformance.harness import labfiles
 from conformance.judging import expect, scenarios
 from conformance.judging.scenarios import calls, hang_retried, seen_timed_out, within_timeout
-from conformance.lab import timing
+from conformance.lab import draws, timing
 from conformance.lab.commands import FLAKY, counted, exits, flaky_calls, sh
 from conformance.lab.records import KEYS
 
@@ -248,8 +248,9 @@ def test_s7_2_attempt_counts_from_1(runner):
 def test_s7_2_a_line_apply_writes_is_a_record_like_any_other(runner):
     """Whether `apply` logs to runs.jsonl is the runner's choice (settled reading); a line it does
     write follows S7.2: all five keys with their types, and its one run of apply.sh is attempt 1."""
-    result = runner.observe("apply", "db-migration")  # the apply S4.2 judges, played once
-    scenarios.applied_once(result, "db-migration")  # no apply made, no line of it to judge
+    name = draws.CURRENT.name("db-migration")
+    result = runner.observe("apply", name)  # the apply S4.2 judges, played once
+    scenarios.applied_once(result, name)  # no apply made, no line of it to judge
     records = expect.records(result, len(result.records()))
     for key in KEYS:
         for record in records:
@@ -295,7 +296,8 @@ def test_s7_2_duration_ms_agrees_with_the_real_length(runner):
     made = len(calls(result, "S7.2"))  # a record of an attempt that never ran says nothing
     scenarios.attempts_are(runner, result, expect.say("attempts", "試行回数"), made, 1, "S7.2")
     records = expect.records(result, 1, "S7.2")
-    duration_is_about(result, records[0], 1000, "S7.2", "`sleep 1; echo finished`")
+    length_s = draws.CURRENT.survived_command_s
+    duration_is_about(result, records[0], int(length_s * 1000), "S7.2", "`sleep %g; echo finished`" % length_s)
 
 
 @clause("S7.3")

@@ -48,10 +48,12 @@ class NotAClassFolder(Exception):
 
 def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, python: Optional[str], lang: str) -> str:
     """What a grading depends on: the submission, the profile the configuration grades, the suite,
-    how it is run. Not the configuration's points nor its visibility: they score verdicts and show
-    them, and a grading whose key holds is scored again under a changed configuration, not run."""
+    how it is run, the seed the configuration fixes (none: each grading drew its own). Not the
+    configuration's points nor its visibility: they score verdicts and show them, and a grading
+    whose key holds is scored again under a changed configuration, not run."""
     digest = hashlib.sha256()
-    graded = loads(config_text).profile
+    configured = loads(config_text)
+    graded = configured.profile + ("" if configured.seed is None else " seed %d" % configured.seed)
     for part in (runner_text or b"", graded.encode(), suite.encode(), (python or "").encode(), lang.encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()

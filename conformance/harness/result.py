@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 from conformance.harness import labfiles
 from conformance.harness.witness import Opened
 from conformance.lab import records as runs_jsonl
+from conformance.lab import timing
 from conformance.lab.commands import APPLY, FLAKY, FLAKY_STATE, SHELLS, starts
 
 if TYPE_CHECKING:  # only for annotations
@@ -87,7 +89,9 @@ def counted_calls(lab: "Lab", witnessed: Optional[Dict[str, Tuple[Opened, ...]]]
     found = kept if kept is not None else labfiles.read(lab.root / "counted", "calls", COUNTER_LIMIT)
     if found.refused:
         raise labfiles.LabFileRefused("counted/calls", found.refused, clause, found.limit)
-    return starts(found.data)
+    # Written by `date` (the epoch's clock): moved onto timing.now()'s, as the witness's are.
+    epoch_ahead = time.time() - timing.now()
+    return [started - epoch_ahead for started in starts(found.data)]
 
 
 def _a_shell(seen: Opened, script: str = "") -> bool:

@@ -161,6 +161,16 @@ class Witness:
         seen.append(Opened(name, pid, started, argv, _program(pid), _process_name(pid), held))
 
 
+def evidence() -> str:
+    """What this process's gradings judge when and how often from: "kernel" where it may hold a
+    witness, else "lab files" (the counter's lines, applied.log, flaky.sh's count)."""
+    witness = Witness.start()
+    if witness is None:
+        return "lab files"
+    witness.close()
+    return "kernel"
+
+
 def _as_real_time() -> None:
     """Answer before anything else runs where the grader may (root): an opener waits meanwhile."""
     try:

@@ -597,7 +597,7 @@ def waited_after_the_last(result: Result, backoff: float, started: Sequence[floa
     """`--retries 1 --backoff B` took its one wait of B and no more; `started`: when each attempt began.
 
     A run that took longer either waited after its last attempt or waited too long before it;
-    the attempts' start times (on the clock of result.ended_at) tell which.
+    the attempts' start times (on timing.now()'s clock, as result.ended) tell which.
     """
     __tracebackhide__ = True
     finished(result, clause)
@@ -606,7 +606,7 @@ def waited_after_the_last(result: Result, backoff: float, started: Sequence[floa
         return
     hint = None
     if len(started) >= 2:
-        after_last = result.ended_at - started[-1]
+        after_last = result.ended - started[-1]
         if after_last > timing.OVERHEAD_S:
             hint = _in(_SCHEDULE_WORDS, LANG)["after_last"] % after_last
         else:

@@ -14,6 +14,7 @@ import psutil
 from conformance.harness import labfiles
 from conformance.harness.result import Result, counted_calls
 from conformance.judging import expect
+from conformance.lab import draws
 from conformance.lab.commands import APPLY, FLAKY, HANG, counted, flaky_calls, py, sh
 
 # Commands that outlive a one-second timeout, each hard to kill in its own way. Each is built
@@ -55,12 +56,13 @@ class TimedOut:
     why_not_seen: str  # what the harness saw instead, when something was not seen
 
 
-def timed_out(runner, name: str) -> TimedOut:
-    """A timed-out run of NEVER_ENDING[name]: S2.1 to S2.4 and S7.3 judge it."""
+def timed_out(runner, name: str, timeout: int = 1) -> TimedOut:
+    """A timed-out run of NEVER_ENDING[name] under `--timeout TIMEOUT`: S2.1 to S2.4 and S7.3
+    judge it (those under one second; S2.1 also the drawn one, draws.CURRENT.kill_timeout_s)."""
     command = NEVER_ENDING[name]()
 
     def play() -> TimedOut:
-        invocation = runner.start("run", "--timeout", "1", "--", *command, expect_s=1)
+        invocation = runner.start("run", "--timeout", str(timeout), "--", *command, expect_s=timeout)
         process = invocation.find(command)
         started = None if process is None else invocation.start_time(process)
         grandchild = name != "hang.sh" or invocation.start_of(HANG_SLEEP) is not None
@@ -68,7 +70,7 @@ def timed_out(runner, name: str) -> TimedOut:
         ended = None if process is None else invocation.gone_at(process)
         return TimedOut(invocation.finish(), command, started, ended, grandchild, why_not)
 
-    return runner.scenario(("timed out", name), play)
+    return runner.scenario(("timed out", name) if timeout == 1 else ("timed out", name, timeout), play)
 
 
 def never_seen(watched: TimedOut, argv, clause: str) -> None:
@@ -221,10 +223,20 @@ def waits_out_the_timeout(runner) -> bool:
 
 
 def within_timeout(runner) -> Result:
-    """A one-second command under `--timeout 3`, its call counted (see calls): S2.1 (not killed)
+    """A command that ends well within its timeout, both drawn (draws.CURRENT: more than two
+    seconds, under a timeout of four or five), its call counted (see calls): S2.1 (not killed)
     and S7.2 (its duration) judge it."""
-    command = counted(runner.lab.counter, "sleep 1; echo finished")
-    return runner.observe("run", "--timeout", "3", "--", *command, expect_s=1, scenario="within timeout")
+    drawn = draws.CURRENT
+    command = counted(runner.lab.counter, "sleep %g; echo finished" % drawn.survived_command_s)
+    return runner.observe(
+        "run",
+        "--timeout",
+        str(drawn.survived_timeout_s),
+        "--",
+        *command,
+        expect_s=drawn.survived_command_s,
+        scenario="within timeout",
+    )
 
 
 def backoff_schedule(runner) -> Result:
@@ -328,17 +340,19 @@ def runs_apply_sh(process, name: str) -> bool:
     return program in known and argv[1:] == [APPLY, name]
 
 
-# Plain names only: the lab never says what a NAME may hold, and a runner that refuses others is
-# a reasonable tool (settled reading; names with spaces or other letters are X14's).
-# "help" is a plain name like any other: a runner that takes it for its own word never applies it.
-APPLY_NAMES = ["db-migration", "v1.2.3", "x", "feature_2", "help"]
+# The kinds of NAME applied, each named by an example; the name itself is drawn per grading
+# (draws.CURRENT.name). Plain names only: the lab never says what a NAME may hold, and a runner
+# that refuses others is a reasonable tool (settled reading; names with spaces or other letters are
+# X14's). "help" is a plain name like any other: a runner that takes it for its own word never
+# applies it.
+APPLY_NAMES = list(draws.NAME_KINDS)
 
 
 def every_apply(runner) -> List[Result]:
     """Every apply of a grading that should call apply.sh, each as its scenario was played (asked
     aside): S5.1 wants the lock held in each, and a runner cannot tell one from another by what it
     reads (the slow one, apply_in_progress, is asked by its own check)."""
-    results = [runner.aside().observe("apply", name) for name in APPLY_NAMES]
+    results = [runner.aside().observe("apply", draws.CURRENT.name(kind)) for kind in APPLY_NAMES]
     twice, fixed = applied_twice(runner.aside()), failed_then_fixed(runner.aside())
     return results + [twice.first, twice.next_name, fixed.failed, fixed.fixed]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, STEPS, steps_for
+from conformance.lab.draws import SEED_BITS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,6 +47,7 @@ class LabConfig:
     visibility: Dict[str, str] = field(default_factory=dict)
     default_visibility: str = "visible"
     similarity: SimilarityConfig = field(default_factory=SimilarityConfig)
+    seed: Optional[int] = None  # the draws of every grading (lab/draws.py); None: a new seed each
 
     def visibility_of(self, clause: str) -> str:
         step = CLAUSES[clause].step if clause in CLAUSES else ""
@@ -77,9 +79,13 @@ def differences(old: LabConfig, new: LabConfig) -> List[str]:
     """What a course changed from one configuration to the other, a line each (`points of S1: 3 ->
     6`), in the lab's order: what a teacher reviews before a regrade is published."""
     said = []
-    for name, was, now in (("profile", old.profile, new.profile), ("lang", old.lang, new.lang)):
+    for name, was, now in (
+        ("profile", old.profile, new.profile),
+        ("lang", old.lang, new.lang),
+        ("seed", old.seed, new.seed),
+    ):
         if was != now:
-            said.append("%s: %s -> %s" % (name, was or "-", now or "-"))
+            said.append("%s: %s -> %s" % (name, "-" if was is None else was, "-" if now is None else now))
     for what, before, after in (
         ("points of step", old.step_points, new.step_points),
         ("points of clause", old.clause_points, new.clause_points),
@@ -140,11 +146,14 @@ def loads(text: str, where: str = "configuration") -> LabConfig:
 
 
 def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
-    unknown = sorted(set(data) - {"profile", "lang", "points", "visibility", "similarity"})
+    unknown = sorted(set(data) - {"profile", "lang", "points", "visibility", "similarity", "seed"})
     if unknown:
         raise ConfigError(
-            "%s: unknown setting %s (profile, lang, points, visibility, similarity)" % (where, unknown[0])
+            "%s: unknown setting %s (profile, lang, points, visibility, similarity, seed)" % (where, unknown[0])
         )
+    seed = data.get("seed")
+    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**SEED_BITS):
+        raise ConfigError("%s: seed = %r: a whole number from 0 to %d" % (where, seed, 2**SEED_BITS - 1))
     profile = data.get("profile", CORE)
     if profile not in PROFILES:
         raise ConfigError("%s: profile = %r: use one of %s" % (where, profile, ", ".join(PROFILES)))
@@ -174,7 +183,7 @@ def parse(data: Mapping[str, Any], where: str = "configuration") -> LabConfig:
         if value not in VISIBILITIES:
             raise ConfigError("%s: visibility.%s = %r: use one of %s" % (where, key, value, ", ".join(VISIBILITIES)))
     similarity = _similarity(where, data.get("similarity", {}))
-    return LabConfig(profile, lang, step_points, clause_points, visibility, default, similarity)
+    return LabConfig(profile, lang, step_points, clause_points, visibility, default, similarity, seed)
 
 
 def _similarity(where: str, table: Any) -> SimilarityConfig:

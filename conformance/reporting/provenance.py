@@ -83,6 +83,10 @@ def record(
         "isolation": info["isolation"],
         "user_namespace": bool(info.get("user_namespace")),
         "runner_user": info.get("runner_user", "grader"),
+        # The draws of values a runner must not predict (lab/draws.py): a replay uses the same.
+        "seed": info.get("seed"),
+        # What when and how often were judged from: the kernel (harness/witness.py) or lab files.
+        "evidence": info.get("evidence"),
         "time_scale": timing.SCALE,
         "played_again": played_again,
         "machine": {"kernel": os.uname().release, "cpus": cpus, "image": image_build()},

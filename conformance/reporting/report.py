@@ -197,6 +197,8 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
         "user_namespace": bool(info.get("user_namespace")),
         "grader_uid": os.geteuid(),
         "runner_user": info.get("runner_user", "grader"),
+        "seed": info.get("seed"),
+        "evidence": info.get("evidence"),
         "summary": {
             "passed": counts["passed"],
             "failed": counts["failed"],

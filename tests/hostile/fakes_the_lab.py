@@ -8,10 +8,11 @@
 # - "apply": apply.sh imitated (applied.log written, its words printed, APPLY_FAIL honoured)
 #   except in the one slow apply, which the fixture's APPLY_DELAY setting gives away;
 # - "lock": the lock taken and let go at once (so a held lock still gives exit 3), except in
-#   the slow apply.
+#   the slow apply;
+# - "timeout": the value of --timeout ignored: killed after 1 s when given 1 or less, else after 2 s.
 import re as _re
 
-ATTACKS = {"backoff", "apply", "lock"}
+ATTACKS = {"backoff", "apply", "lock", "timeout"}
 _skipped = [0.0]
 
 
@@ -53,6 +54,13 @@ if "backoff" in ATTACKS:
         rc = _real_do_run(args, wakeup)
         time.sleep(_skipped[0])
         return rc
+
+
+if "timeout" in ATTACKS:
+    _real_supervise = supervise
+
+    def supervise(pid, timeout, wakeup):
+        return _real_supervise(pid, None if timeout is None else (1 if timeout <= 1 else 2), wakeup)
 
 
 if ATTACKS & {"apply", "lock"}:
