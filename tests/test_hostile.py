@@ -841,9 +841,11 @@ FAKES = {
     "apply": ({"apply"}, {"S4.2"}),
     "lock": ({"lock"}, {"S5.1"}),
     "timeout": ({"timeout"}, {"S2.1"}),
-    "all-four": ({"backoff", "apply", "lock", "timeout"}, {"S2.1", "S3.2", "S4.2"}),  # no apply.sh run: no lock
+    "marker": ({"marker"}, {"S4.3"}),
+    # No apply.sh run at all: no lock or marker to judge while it runs.
+    "all": ({"backoff", "apply", "lock", "timeout", "marker"}, {"S2.1", "S3.2", "S4.2"}),
 }
-ALL_ATTACKS = 'ATTACKS = {"backoff", "apply", "lock", "timeout"}'
+ALL_ATTACKS = 'ATTACKS = {"backoff", "apply", "lock", "timeout", "marker"}'
 
 
 @pytest.mark.slow(3)

@@ -10,6 +10,7 @@ from conformance.judging.scenarios import (
     applied_twice,
     apply_in_progress,
     called_once,
+    every_apply,
     failed_then_fixed,
 )
 from conformance.lab import draws
@@ -126,6 +127,25 @@ def test_s4_2_apply_sh_itself_runs_under_the_runner(runner):
         ),
         seen.first,
     )
+
+
+@clause("S4.3")
+def test_s4_3_no_marker_before_apply_sh_starts_in_any_apply(runner):
+    # Seen by the kernel as each apply.sh started (see witness.py), in every apply of the grading:
+    # a runner that marks first and applies after, except where it is watched longer, is seen.
+    for result in every_apply(runner):
+        for run in result.apply_runs() or ():
+            expect.that(
+                not run.marked,
+                "S4.3",
+                expect.say("no marker before `apply.sh %s` has run", "`apply.sh %s` の実行前にマーカーがない")
+                % " ".join(run.argv[2:]),
+                expect.say(
+                    "state/%s.done existed when apply.sh started", "apply.sh の開始時に state/%s.done がありました"
+                )
+                % " ".join(run.argv[2:3]),
+                result,
+            )
 
 
 @clause("S4.3")

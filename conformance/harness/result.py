@@ -115,9 +115,14 @@ def runs_of(witnessed: Optional[Dict[str, Tuple[Opened, ...]]], name: str, path:
         return None
     runs: Dict[Tuple[int, float], Opened] = {}
     for seen in witnessed[name]:
-        if _a_shell(seen, os.path.basename(path)) and seen.argv[1:2] == (path,):
+        if is_run_of(seen, path):
             runs.setdefault((seen.pid, seen.started), seen)
     return sorted(runs.values(), key=lambda run: run.started)
+
+
+def is_run_of(seen: Opened, path: str, *arguments: str) -> bool:
+    """Is `seen` a shell running the fixture at `path` (with these first arguments, if given)?"""
+    return _a_shell(seen, os.path.basename(path)) and seen.argv[1 : 2 + len(arguments)] == (path,) + arguments
 
 
 def tail(data: bytes, lines: int = TAIL_LINES, width: Optional[int] = None, more: str = "... (%d characters)") -> str:

@@ -45,7 +45,7 @@ from conformance.harness.identity import (
     write_account,
 )
 from conformance.harness.libc import LIBC
-from conformance.harness.witness import Witness
+from conformance.harness.witness import Witness, flock_held
 from conformance.lab.commands import FIXTURE_SETTINGS, SETTINGS
 
 SUB_DIR = Path("/root/pyops/sub")
@@ -463,16 +463,21 @@ class Lab:
         self.witness = Witness.start()
         if self.witness is not None:
             self.witness.watch(COUNTER_NAME, str(root / COUNTER))
-            for fixture in ("flaky.sh", "apply.sh"):
-                self.witness.watch(fixture, str(self.bin / fixture), lock_file=self._lock_file_id)
+            self.witness.watch("flaky.sh", str(self.bin / "flaky.sh"))
+            self.witness.watch("apply.sh", str(self.bin / "apply.sh"), self._applying)
 
-    def _lock_file_id(self) -> Optional[tuple]:
-        """(device, inode) of state/lock as it is now, if it is a regular file (never followed)."""
+    def _applying(self, argv: Sequence[str]) -> Dict[str, Optional[bool]]:
+        """What S5.1 and S4.3 ask of the lab as `apply.sh NAME` starts (argv: the opener's): is
+        state/lock (a regular file, never followed) held with an exclusive flock, and is NAME's
+        marker there already?"""
         try:
             found = os.lstat(str(self.sub / "state" / "lock"))
+            lock = (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
         except OSError:
-            return None
-        return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+            lock = None
+        name = argv[2] if len(argv) > 2 else ""
+        marked = bool(name) and "/" not in name and labfiles.look(self.sub, "state/%s.done" % name).exists
+        return {"lock_held": flock_held(lock), "marked": marked}
 
     def witnessed(self) -> Optional[Dict[str, tuple]]:
         """Every open of a watched file so far, by name (None: this lab has no witness)."""

@@ -63,7 +63,8 @@ class Opened:
     argv: Tuple[str, ...]
     program: str  # its executable's file name ("" where the grader may not read it: no CAP_SYS_PTRACE)
     name: str  # its process name (the kernel's: a script run by its #! line is named after the script)
-    lock_held: Optional[bool]  # an exclusive flock on the lab's lock file meanwhile (None: not asked)
+    lock_held: Optional[bool] = None  # an exclusive flock on the lab's lock file then (None: not asked)
+    marked: Optional[bool] = None  # the marker of the NAME it was given existed then (None: not asked)
 
 
 class Witness:
@@ -72,9 +73,13 @@ class Witness:
     def __init__(self, group: int) -> None:
         self._group = group
         self._watched: Dict[Tuple[int, int], str] = {}
-        self._lock_file: Dict[str, Callable[[], Optional[Tuple[int, int]]]] = {}
+        self._state: Dict[str, Callable[[Tuple[str, ...]], Dict[str, Optional[bool]]]] = {}
         self._opened: Dict[str, List[Opened]] = {}
         self.overflowed: List[str] = []  # watched files opened more than MOST_OPENS times
+        # hold(): which open to hold, for how long; the opens held so far and their answers' times
+        self._hold: Dict[str, Tuple[float, Callable[[Opened], bool]]] = {}
+        self._held: Dict[str, Opened] = {}
+        self._pending: List[Tuple[float, int]] = []  # (when to answer, the event's file)
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
         self._thread = threading.Thread(target=self._answer, name="witness", daemon=True)
         self._thread.start()
@@ -87,18 +92,31 @@ class Witness:
         )
         return None if group < 0 else cls(group)
 
-    def watch(self, name: str, path: str, lock_file: Optional[Callable[[], Optional[Tuple[int, int]]]] = None) -> None:
+    def watch(
+        self, name: str, path: str, state: Optional[Callable[[Tuple[str, ...]], Dict[str, Optional[bool]]]] = None
+    ) -> None:
         """Record every open of the file at `path` (which only the grader may replace) as `name`;
-        with `lock_file`, also whether an exclusive flock was held on the file whose (device, inode)
-        it gives at that moment (None: no such file)."""
+        with `state`, also what it says of the lab at that moment, given the opener's argv (the
+        Opened fields lock_held and marked)."""
         found = os.stat(path)
         self._watched[(found.st_dev, found.st_ino)] = name
-        if lock_file is not None:
-            self._lock_file[name] = lock_file
+        if state is not None:
+            self._state[name] = state
         self._opened.setdefault(name, [])
         if LIBC.fanotify_mark(self._group, _FAN_MARK_ADD, _FAN_OPEN_PERM, _AT_FDCWD, path.encode()) < 0:
             number = ctypes.get_errno()
             raise OSError(number, "fanotify_mark %s: %s" % (path, os.strerror(number)))
+
+    def hold(self, name: str, seconds: float, which: Callable[[Opened], bool]) -> None:
+        """Answer the next open of `name` for which `which(opened)` holds only `seconds` later: the
+        opener (a run of a fixture) waits meanwhile, as if the fixture took that long, with no
+        setting a runner could read to tell this run from another."""
+        self._hold[name] = (seconds, which)
+        os.write(self._stop_w, b"h")  # the answering thread's wait is recomputed
+
+    def held(self, name: str) -> Optional[Opened]:
+        """The open of `name` that hold() held, once it came (None before)."""
+        return self._held.get(name)
 
     def opened(self, name: str) -> List[Opened]:
         """The opens of watched file `name` so far, in the order they came."""
@@ -120,9 +138,19 @@ class Witness:
         poller.register(self._group, select.POLLIN)
         poller.register(self._stop_r, select.POLLIN)
         while True:
-            ready = [fd for fd, _ in poller.poll()]
+            wait_ms = None
+            if self._pending:
+                wait_ms = max(0, int((min(when for when, _ in self._pending) - timing.now()) * 1000) + 1)
+            ready = [fd for fd, _ in poller.poll(wait_ms)]
+            self._answer_due()
             if self._stop_r in ready:
-                return
+                if b"x" in os.read(self._stop_r, 64):
+                    for _, fd in self._pending:
+                        self._allow(fd)
+                    return
+                continue
+            if self._group not in ready:
+                continue
             try:
                 events = os.read(self._group, 64 * _EVENT.size)
             except BlockingIOError:
@@ -133,32 +161,52 @@ class Witness:
                 offset += max(length, _EVENT.size)
                 if fd < 0:
                     continue  # a queue overflow's notice carries no file
+                hold_s = 0.0
                 try:
-                    self._record(fd, pid)
+                    hold_s = self._record(fd, pid)
                 finally:
-                    os.write(self._group, _RESPONSE.pack(fd, _FAN_ALLOW))
-                    os.close(fd)
+                    if hold_s > 0:
+                        self._pending.append((timing.now() + hold_s, fd))
+                    else:
+                        self._allow(fd)
 
-    def _record(self, fd: int, pid: int) -> None:
+    def _allow(self, fd: int) -> None:
+        os.write(self._group, _RESPONSE.pack(fd, _FAN_ALLOW))
+        os.close(fd)
+
+    def _answer_due(self) -> None:
+        now = timing.now()
+        for when, fd in [pending for pending in self._pending if pending[0] <= now]:
+            self._pending.remove((when, fd))
+            self._allow(fd)
+
+    def _record(self, fd: int, pid: int) -> float:
+        """Record the open of event file `fd` by `pid`; return how long to hold it (0: answer now)."""
         try:
             found = os.fstat(fd)
         except OSError:
-            return
+            return 0.0
         name = self._watched.get((found.st_dev, found.st_ino))
         if name is None:
-            return
+            return 0.0
         seen = self._opened[name]
         if len(seen) >= MOST_OPENS:
             if name not in self.overflowed:
                 self.overflowed.append(name)
-            return
+            return 0.0
         try:
             argv, started = _command_line(pid), _call_started(pid)
         except (OSError, IndexError, ValueError):
-            return  # not a process of this machine's view (it cannot be: it waits for the answer)
-        lock_file = self._lock_file.get(name)
-        held = None if lock_file is None else _flock_held(lock_file())
-        seen.append(Opened(name, pid, started, argv, _program(pid), _process_name(pid), held))
+            return 0.0  # not a process of this machine's view (it cannot be: it waits for the answer)
+        state = self._state.get(name)
+        opened = Opened(name, pid, started, argv, _program(pid), _process_name(pid), **(state(argv) if state else {}))
+        seen.append(opened)
+        hold = self._hold.get(name)
+        if hold is not None and hold[1](opened):
+            del self._hold[name]
+            self._held[name] = opened
+            return hold[0]
+        return 0.0
 
 
 def evidence() -> str:
@@ -220,7 +268,7 @@ def _process_name(pid: int) -> str:
     return status[status.find(b"(") + 1 : status.rfind(b")")].decode("utf-8", "replace")
 
 
-def _flock_held(file_id: Optional[Tuple[int, int]]) -> bool:
+def flock_held(file_id: Optional[Tuple[int, int]]) -> bool:
     """Is an exclusive flock held on the file with this (device, inode) right now (/proc/locks)?"""
     if file_id is None:
         return False

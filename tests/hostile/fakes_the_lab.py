@@ -6,13 +6,16 @@
 #   appends to, and each runs.jsonl `ts`, is shifted by the waits it skipped, and the run sleeps
 #   them all at its end, so that its length looks right;
 # - "apply": apply.sh imitated (applied.log written, its words printed, APPLY_FAIL honoured)
-#   except in the one slow apply, which the fixture's APPLY_DELAY setting gives away;
+#   except in the one slow apply, which the fixture's APPLY_DELAY setting or the suite's name for
+#   it (`first`) gives away;
 # - "lock": the lock taken and let go at once (so a held lock still gives exit 3), except in
 #   the slow apply;
+# - "marker": the marker written before apply.sh runs (and removed if it fails), except in the
+#   slow apply;
 # - "timeout": the value of --timeout ignored: killed after 1 s when given 1 or less, else after 2 s.
 import re as _re
 
-ATTACKS = {"backoff", "apply", "lock", "timeout"}
+ATTACKS = {"backoff", "apply", "lock", "timeout", "marker"}
 _skipped = [0.0]
 
 
@@ -63,11 +66,16 @@ if "timeout" in ATTACKS:
         return _real_supervise(pid, None if timeout is None else (1 if timeout <= 1 else 2), wakeup)
 
 
-if ATTACKS & {"apply", "lock"}:
+def _watched(name):
+    """Is this the apply the public suite watches while apply.sh runs?"""
+    return bool(_setting("APPLY_DELAY")) or name in ("first", "second")
+
+
+if ATTACKS & {"apply", "lock", "marker"}:
     _real_do_apply = do_apply
 
     def do_apply(args, wakeup):
-        if args["dry_run"] or _setting("APPLY_DELAY"):
+        if args["dry_run"] or _watched(args["name"]):
             return _real_do_apply(args, wakeup)  # the slow apply: the one that is watched
         name = args["name"]
         os.makedirs(STATE_DIR, exist_ok=True)
@@ -84,6 +92,8 @@ if ATTACKS & {"apply", "lock"}:
             if os.path.exists(marker):
                 print("already applied: %s" % name, flush=True)
                 return 0
+            if "marker" in ATTACKS:
+                write_marker(marker)
             if "apply" in ATTACKS:
                 with open(os.path.join(os.path.dirname(STATE_DIR), "applied.log"), "a") as log:
                     log.write(name + "\n")
@@ -97,6 +107,8 @@ if ATTACKS & {"apply", "lock"}:
             else:
                 rc = attempt([APPLY_SH, name], 1, None, wakeup)
             if rc != 0:
+                if "marker" in ATTACKS:
+                    os.unlink(marker)
                 say("apply.sh %s failed with %d" % (name, rc))
                 return EXIT_FAILED
             write_marker(marker)
