@@ -7,6 +7,7 @@ process of the session running.
 """
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -721,6 +722,14 @@ def test_the_labs_of_a_killed_grading_are_removed_by_the_next_one(tmp_path):
             time.sleep(0.2)
         left = sandbox.labs_of(session)
         assert left, "the grading made no lab within 60 s"
+        # Waiting for the killed grading's owner files from before the kill, so that the test has
+        # them the moment the grading is gone: another grading on the machine (the project's tests
+        # run several) would otherwise find them free and remove the labs before this test looks.
+        owner_files = {lab.parent / (sandbox.OWNER_PREFIX + lab.name.split("-o")[1][:16]) for lab in left}
+        held = [os.open(str(path), os.O_RDONLY | os.O_CLOEXEC) for path in sorted(owner_files)]
+        takers = [threading.Thread(target=fcntl.flock, args=(fd, fcntl.LOCK_EX)) for fd in held]
+        for taker in takers:
+            taker.start()
     finally:
         os.killpg(grading.pid, 9)
         grading.wait()
@@ -733,7 +742,11 @@ def test_the_labs_of_a_killed_grading_are_removed_by_the_next_one(tmp_path):
                     process.kill()
             time.sleep(0.2)
         assert not of_session(session), "the killed grading's processes live on"
+    for taker in takers:
+        taker.join(10)
     assert all(lab.exists() for lab in left), "the killed grading removed its labs itself"
+    for fd in held:
+        os.close(fd)  # now free: the next grading finds them abandoned
     graded = grade(tmp_path, REFERENCE, "--clause", "S1.3", workers=0)
     assert graded.rc == 0, graded.explain()
     mounts = Path("/proc/self/mounts").read_text()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance.checks import test_s3_retries as s3_checks  # a module: its checks are not collected here
+from conformance.harness import labfiles
 from conformance.harness.result import ProcessInfo, Result
 from conformance.judging import expect
 from conformance.lab import config
@@ -39,7 +40,7 @@ def outcome(args, rc, duration_s, stdout=b"", stderr=b"", survivors=(), runs=b""
         stderr=stderr,
         survivors=list(survivors),
         lab=None,  # type: ignore[arg-type]
-        lab_files=dict(files, work={}),
+        lab_files=dict(files, work={}, counter=labfiles.LabFile("calls")),
     )
 
 
@@ -47,14 +48,15 @@ class StubRunner:
     """The `runner` fixture of a check, handing it one fixed outcome for the scenario it plays."""
 
     def __init__(self, fields):
-        self.lab = type("Lab", (), {"work": Path("/lab/work")})()
+        self.lab = type("Lab", (), {"work": Path("/lab/work"), "counter": Path("/lab/work/calls")})()
         self._fields = fields
 
     def observe(self, *args, **options):
         fields = dict(self._fields)
-        work = fields.pop("work")
+        calls = fields.pop("work").get("calls", b"")
         result = outcome(fields.pop("args"), fields.pop("rc"), 3.1)
-        result.lab_files["work"] = work
+        # What the counted command wrote, as read where the lab has no witness of its calls.
+        result.lab_files["counter"] = labfiles.LabFile("calls", exists=bool(calls), data=calls)
         return result
 
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, ContextManager, Hashable, Iterator, List, Mapp
 
 import psutil
 
-from conformance.harness import identity, labfiles, procfs
+from conformance.harness import exits, identity, labfiles, procfs
 from conformance.harness.cpuwait import CpuWait, machine_wait_s, own_thread_waited, probe_reading
 from conformance.harness.identity import kill_until_gone, sweep_at_the_end
 from conformance.harness.observations import Observations
@@ -108,6 +108,8 @@ class Invocation:
         self.pid = said[0] if said else self.process.pid
         self.parent = said[1] if len(said) > 1 else self.process.pid  # the runner's parent
         self._init = process_or_none(self.parent) if len(said) > 1 else None  # its PID namespace's first
+        # Its end, timed as it happens (exits.py); pid checked to be the runner's still (its parent).
+        self._ending = exits.watch(self.pid) if self._still_the_runner() else None
         self.cpu_wait.add(own_thread_waited() - harness_waited)
         self._sample_cpu_wait()
 
@@ -169,14 +171,16 @@ class Invocation:
     def descendants(self) -> List[psutil.Process]:
         """Processes the runner has started that are still alive.
 
-        Those tagged with its token, found even once its stand-in has ended; and while the
-        stand-in lives, its whole family, so also a command the runner gave an environment of
-        its own (without the token).
+        While the stand-in lives, its whole family, so also a command the runner gave an
+        environment of its own (without the token); once it has ended, those tagged with its token.
         """
-        found = {process.pid: process for process in tagged(self.token)}
+        # While the stand-in lives its family holds every process the runner started (a subreaper,
+        # it adopts their orphans), tagged or not: one scan of /proc's stat files, where the tags
+        # would cost a second scan of every process's environment, every poll of every check.
         if self.process.poll() is None:
-            below = [pid for pid in family(self.process.pid) if pid not in found]
-            found.update((process.pid, process) for process in as_processes(below))
+            found = {process.pid: process for process in as_processes(family(self.process.pid))}
+        else:
+            found = {process.pid: process for process in tagged(self.token)}
         return [process for pid, process in found.items() if pid not in (self.process.pid, self.parent, self.pid)]
 
     def left_behind(self) -> List[psutil.Process]:
@@ -244,9 +248,17 @@ class Invocation:
         on time and then did something else first (a backoff after its last attempt, say) is
         late for that clause, not for S2.1."""
 
+        # Timed as it ends by the exit clock (exits.py) where the kernel gives a pidfd: a busy
+        # machine that delays this thread's next look does not delay the time taken.
+        ending = exits.watch(process.pid)
+        if ending is not None and not is_alive(process):
+            return timing.now()  # ended before the watch began (or its pid is another's now)
+
         def seen() -> object:
             self._sample_cpu_wait()
-            if not is_alive(process):
+            if ending is not None and ending.ended is not None:
+                return ("ended", ending.ended)
+            if ending is None and not is_alive(process):
                 return ("ended", timing.now())
             return None if self.running() else ("outlived the runner", None)
 
@@ -328,6 +340,12 @@ class Invocation:
                     break
                 exit_watch.wait(min(left_s, SAMPLE_S))
         ended, ended_at = timing.now(), time.time()
+        runner_ended = None if self._ending is None else self._ending.wait(EXIT_CLOCK_GRACE_S)
+        if runner_ended is not None:
+            # When the runner itself ended, as the exit clock timed it (the stand-in's end, which
+            # poll() saw, came after it), on both clocks.
+            ended_at -= ended - runner_ended
+            ended = runner_ended
         self.took_s = ended - self.started
         survivors = self._survivors()
         if survivors:
@@ -399,6 +417,9 @@ class Invocation:
             time.sleep(timing.POLL_S * 5)
 
 
+# How long finish() waits for the exit clock's time of a runner whose stand-in has ended (it timed
+# the runner's end before the stand-in's; a runner killed as hung has ended by then too).
+EXIT_CLOCK_GRACE_S = 0.5
 # How often the CPU wait of a runner that is only being waited for is sampled; its end is seen at
 # once all the same where the kernel gives pidfds. Each sample costs a few /proc reads.
 SAMPLE_S = 0.02
@@ -452,6 +473,7 @@ def driving(
     has cleaned up after its runners."""
     with contextlib.ExitStack() as lab:
         driver = Driver(lambda: lab.enter_context(make_lab()), python, gate, observations, replay)
+        driver.lab_factory = make_lab
         try:
             yield driver
         finally:
@@ -491,6 +513,8 @@ class Driver:
         self._starts = 0  # processes started as the runner's user (runners and helpers)
         self._starts_when_idle = -1  # how many had been started when its user was last seen idle
         self._asides: List[Driver] = []
+        # The labs' own maker (driving() sets it), for apart(): a lab it makes is removed at once.
+        self.lab_factory: Optional[Callable[[], ContextManager[Lab]]] = None
 
     @property
     def lab(self) -> Lab:
@@ -521,6 +545,18 @@ class Driver:
         other = Driver(self._make_lab, self.python, self._gate, self._observations, self.replay)
         self._asides.append(other)
         return other
+
+    @contextlib.contextmanager
+    def apart(self) -> Iterator["Driver"]:
+        """aside(), for one scenario among many a check judges (every apply of a grading, say):
+        the lab it makes, if the scenario was not played yet, is removed as the `with` ends, not
+        kept until the check's end. Where labs are few (chroot mode: a system root each, as many
+        as checks run at once), a check then holds one at a time, and never waits for another."""
+        if self.lab_factory is None:
+            yield self.aside()
+            return
+        with driving(self.lab_factory, self.python, self._gate, self._observations, self.replay) as other:
+            yield other
 
     def scenario(self, key: Hashable, play: Callable[[], Any]) -> Any:
         """What `play()` returned (Results, and facts seen meanwhile), played once per grading.

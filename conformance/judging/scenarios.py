@@ -358,11 +358,19 @@ APPLY_NAMES = list(draws.NAME_KINDS)
 
 def every_apply(runner) -> List[Result]:
     """Every apply of a grading that should call apply.sh, each as its scenario was played (asked
-    aside): S5.1 wants the lock held in each, and a runner cannot tell one from another by what it
-    reads (the slow one, apply_in_progress, is asked by its own check)."""
-    results = [runner.aside().observe("apply", draws.CURRENT.name(kind)) for kind in APPLY_NAMES]
-    twice, fixed = applied_twice(runner.aside()), failed_then_fixed(runner.aside())
-    return results + [twice.first, twice.next_name, fixed.failed, fixed.fixed]
+    apart, one lab at a time): S5.1 wants the lock held in each and S4.3 no marker before, and a
+    runner cannot tell one from another by what it reads."""
+    results: List[Result] = []
+    for kind in APPLY_NAMES:
+        with runner.apart() as other:
+            results.append(other.observe("apply", draws.CURRENT.name(kind)))
+    with runner.apart() as other:
+        twice = applied_twice(other)
+    with runner.apart() as other:
+        fixed = failed_then_fixed(other)
+    with runner.apart() as other:
+        slow = apply_in_progress(other)
+    return results + [twice.first, twice.next_name, fixed.failed, fixed.fixed, slow.first]
 
 
 # apply.sh fails (exit 1) while this is set: APPLY_FAIL of the lab.
