@@ -22,7 +22,7 @@ import pytest
 from conformance.selftest.zoo import CORRECT
 from tests.grading import REFERENCE, grade
 
-pytestmark = [pytest.mark.once, pytest.mark.slow(400)]
+pytestmark = [pytest.mark.load, pytest.mark.slow(400)]
 
 HOGS_PER_CPU = 4
 SPIN = "while True:\n    pass\n"

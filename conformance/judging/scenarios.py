@@ -241,8 +241,9 @@ def within_timeout(runner) -> Result:
 
 def backoff_schedule(runner) -> Result:
     """`--retries 3 --backoff 1` of a command that always fails, each call counted (see calls):
-    waits of 1, 2 and 4 seconds. S3.2's checks of that schedule judge it: the gaps the command
-    measured, the waits runs.jsonl shows, and the first wait. The longest scenario of a grading,
+    waits of 1, 2 and 4 seconds. S3.2's checks of that schedule judge it (the gaps between the
+    calls' starts, the first wait) from what the kernel showed of the calls, never from runs.jsonl,
+    which is S7's to judge. The longest scenario of a grading,
     so it is played ahead (see PLAYED_AHEAD)."""
     command = counted(runner.lab.counter)
     return runner.observe("run", "--retries", "3", "--backoff", "1", "--", *command, expect_s=7, scenario="backoff-1")
