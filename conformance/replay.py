@@ -131,6 +131,11 @@ def replay(
     if clauses or keyword:
         only = " ".join(clauses) + (" -k %s" % keyword if keyword else "")
         print("replayed as recorded: only %s" % only.strip())
+    seed = kept.get("seed")
+    if type(seed) is int and 0 <= seed < 2**draws.SEED_BITS:  # the same draws; a record without one: new ones
+        print("replayed with the recorded seed %d (the same timeouts, backoffs and names)" % seed)
+    else:
+        seed = None
     with tempfile.TemporaryDirectory(prefix="pyops-replay-") as scratch:
         runner_file = Path(scratch) / RUNNER
         runner_file.write_bytes(runner)
@@ -143,8 +148,7 @@ def replay(
             argv += ["--clause", clause]
         if keyword:
             argv += ["-k", str(keyword)]
-        seed = kept.get("seed")
-        if type(seed) is int and 0 <= seed < 2**draws.SEED_BITS:  # the same draws (a record without one: new ones)
+        if seed is not None:
             argv += ["--seed", str(seed)]
         # Never the interpreter the record names: a record may come from a learner, and the grader
         # would run that program. The suite's default (or --python) runs the runner, as it grades.

@@ -66,7 +66,7 @@ def test_the_selftest_holds_every_expectation_for_the_zoo_and_a_sample(tmp_path)
     pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
     kept, matrix, page = tmp_path / "kept", tmp_path / "selftest.json", tmp_path / "selftest.html"
     kept.mkdir()
-    command = [sys.executable, "-m", "conformance", "selftest", "--only", "zoo", "--lang", "ja", "-j", "2"]
+    command = [sys.executable, "-m", "conformance", "selftest", "--only", "zoo", "--lang", "ja", "-j", "3"]
     command += ["--mutants", str(SELFTEST_SAMPLE), "--seed", str(SELFTEST_SEED)]
     command += ["--json", str(matrix), "--html", str(page), "--keep", str(kept)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=str(tmp_path))

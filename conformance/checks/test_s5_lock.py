@@ -133,18 +133,18 @@ def test_s5_1_lock_held_as_apply_sh_starts_in_every_apply(runner):
     # a runner that holds the lock only while apply.sh is slow, or takes it and lets go before
     # apply.sh runs, is seen.
     for result in every_apply(runner):
-        for run in result.apply_runs() or ():
+        for run in result.own_apply_runs():
             expect.that(
                 run.lock_held,
                 "S5.1",
                 expect.say(
-                    "state/lock locked (LOCK_EX) while `apply.sh %s` runs",
-                    "`apply.sh %s` の実行中、state/lock がロックされている(LOCK_EX)",
+                    "state/lock locked (flock) as `apply.sh %s` starts",
+                    "`apply.sh %s` の開始時に state/lock がロックされている(flock)",
                 )
                 % " ".join(run.argv[2:]),
                 expect.say(
-                    "apply.sh started while no process held LOCK_EX on state/lock",
-                    "どのプロセスも state/lock に LOCK_EX を持たないまま apply.sh が始まりました",
+                    "apply.sh started while no process held an flock on state/lock",
+                    "どのプロセスも state/lock の flock を持たないまま apply.sh が始まりました",
                 ),
                 result,
             )

@@ -223,6 +223,12 @@ class Result:
         once per run, in the order they started; None where the lab had no witness."""
         return runs_of(self.witnessed, "apply.sh", APPLY)
 
+    def own_apply_runs(self) -> List[Opened]:
+        """apply_runs() that started while this runner ran (not an earlier call's in the same lab);
+        [] where the lab had no witness."""
+        began = self.ended - self.duration_s - 1.0 / timing.CLOCK_TICKS  # a start is rounded down to a tick
+        return [run for run in self.apply_runs() or () if run.started >= began]
+
     def flaky_calls(self) -> int:
         """How often flaky.sh had been called in the lab when the runner ended: the runs the witness
         saw, or where there was none, flaky.sh's own count (FLAKY_STATE in the work folder)."""

@@ -468,7 +468,7 @@ class Lab:
 
     def _applying(self, argv: Sequence[str]) -> Dict[str, Optional[bool]]:
         """What S5.1 and S4.3 ask of the lab as `apply.sh NAME` starts (argv: the opener's): is
-        state/lock (a regular file, never followed) held with an exclusive flock, and is NAME's
+        state/lock (a regular file, never followed) held with an flock, and is NAME's
         marker there already?"""
         try:
             found = os.lstat(str(self.sub / "state" / "lock"))

@@ -63,7 +63,7 @@ class Opened:
     argv: Tuple[str, ...]
     program: str  # its executable's file name ("" where the grader may not read it: no CAP_SYS_PTRACE)
     name: str  # its process name (the kernel's: a script run by its #! line is named after the script)
-    lock_held: Optional[bool] = None  # an exclusive flock on the lab's lock file then (None: not asked)
+    lock_held: Optional[bool] = None  # an flock on the lab's lock file then (None: not asked)
     marked: Optional[bool] = None  # the marker of the NAME it was given existed then (None: not asked)
 
 
@@ -269,7 +269,8 @@ def _process_name(pid: int) -> str:
 
 
 def flock_held(file_id: Optional[Tuple[int, int]]) -> bool:
-    """Is an exclusive flock held on the file with this (device, inode) right now (/proc/locks)?"""
+    """Is an flock held on the file with this (device, inode) right now (/proc/locks)? Shared or
+    exclusive: a shared one lets a second runner of the same kind through, which S5.2 judges."""
     if file_id is None:
         return False
     device, inode = file_id
@@ -283,6 +284,6 @@ def flock_held(file_id: Optional[Tuple[int, int]]) -> bool:
     for line in table.splitlines():
         words = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF"; a waiter's line has "->" after the number.
-        if len(words) >= 6 and words[1] == b"FLOCK" and words[3] == b"WRITE" and words[5] == wanted:
+        if len(words) >= 6 and words[1] == b"FLOCK" and words[3] in (b"WRITE", b"READ") and words[5] == wanted:
             return True
     return False

@@ -399,6 +399,15 @@ def applied_once(result: Result, name: str) -> None:
     called_once(result, name)
 
 
+def apply_clause(runner, clause: str) -> str:
+    """The clause a check of `clause` charges an apply that did not run apply.sh to: its own,
+    unless the runner runs none even in a plain apply (S4.2's scenario, asked aside): then that is
+    the defect the check ran into, S4.2's, charged there once."""
+    name = draws.CURRENT.name("db-migration")
+    plain = runner.aside().observe("apply", name)
+    return clause if plain.applied() == [name] else "S4.2"
+
+
 def called_once(result: Result, name: str) -> None:
     """`apply NAME` called apply.sh NAME once, whatever apply.sh then did: S4.2's."""
     __tracebackhide__ = True

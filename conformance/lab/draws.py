@@ -62,7 +62,7 @@ def draw(seed: int) -> Draws:
     return Draws(
         seed=seed,
         survived_timeout_s=survived_timeout_s,
-        survived_command_s=survived_timeout_s - rng.choice((1.5, 2.0)),
+        survived_command_s=survived_timeout_s - 1.5,
         kill_timeout_s=rng.choice((3, 4)),
         last_backoff_s=rng.choice((2, 3)),
         names=names,
