@@ -59,14 +59,6 @@ def _schedstat(path: str) -> Tuple[int, int]:
 _CPU_TICKS = slice(11, 15)
 
 
-def _children(pid: int, tid: str) -> List[int]:
-    """The processes thread `tid` of `pid` started that still run (none where the kernel does not say)."""
-    try:
-        return [int(child) for child in procfs.read("/proc/%d/task/%s/children" % (pid, tid)).split()]
-    except (OSError, ValueError):
-        return []
-
-
 class CpuWait:
     """The CPU wait of some processes, summed over their threads, kept as it grows.
 
@@ -115,7 +107,7 @@ class CpuWait:
                 if counts and main_thread and starting and waited > self._waited.get(key, 0):
                     self._waited[key] = waited
                 if below:
-                    pending += [(child, self._still_starting(child, now)) for child in _children(current, tid)]
+                    pending += [(child, self._still_starting(child, now)) for child in procfs.children(current, tid)]
 
     def sample_family(self, root: int) -> None:
         """Sample the CPU used by process `root` and everything below it, ended or not (busy_s).
@@ -135,7 +127,7 @@ class CpuWait:
             except (OSError, ValueError):
                 continue  # ended: reaped, its time is its parent's now
             for tid in threads:
-                pending += _children(current, tid)
+                pending += procfs.children(current, tid)
         self._family_ticks = max(self._family_ticks, ticks)
 
     def _still_starting(self, child: int, now: float) -> bool:

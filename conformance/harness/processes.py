@@ -100,6 +100,35 @@ def family(ancestor: int) -> List[int]:
     Exact for a runner's stand-in while it lives: a subreaper, it adopts every orphan below it, so
     nothing the runner starts can leave its family, whatever it does to its environment.
     """
+    if not procfs.GIVES_CHILDREN:
+        return _family_by_scan(ancestor)
+    # Each process's threads list the children they started: a few files of the family's own,
+    # where a scan reads one of every process on the machine (this runs every poll of a check).
+    found: List[int] = []
+    parents = [ancestor]
+    while parents:
+        below = []
+        for parent in parents:
+            try:
+                threads = os.listdir("/proc/%d/task" % parent)
+            except OSError:
+                continue  # ended meanwhile: its children are its reaper's now, seen at the next poll
+            for tid in threads:
+                below += [child for child in procfs.children(parent, tid) if not _is_zombie(child)]
+        found += below
+        parents = below
+    return found
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return procfs.stat_fields("/proc/%d/stat" % pid)[0] == b"Z"
+    except (OSError, IndexError):
+        return True  # gone meanwhile
+
+
+def _family_by_scan(ancestor: int) -> List[int]:
+    """family() where the kernel lists no children: every process's parent, from its stat file."""
     children: Dict[int, List[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():

@@ -29,6 +29,20 @@ def read(path: str) -> bytes:
         os.close(fd)
 
 
+def children(pid: int, tid: str) -> List[int]:
+    """The processes thread `tid` of `pid` started that it has not reaped, zombies included (none
+    where the kernel does not say: see GIVES_CHILDREN)."""
+    try:
+        return [int(child) for child in read("/proc/%d/task/%s/children" % (pid, tid)).split()]
+    except (OSError, ValueError):
+        return []
+
+
+# Does this kernel list a thread's children (CONFIG_PROC_CHILDREN)? Where it does, a process's
+# descendants are found by reading their own files, not one file of every process on the machine.
+GIVES_CHILDREN = os.path.exists("/proc/self/task/%d/children" % os.getpid())
+
+
 def stat_fields(path: str) -> List[bytes]:
     """The fields of a /proc stat file that follow the program's name: state, ppid, ... starttime.
 
