@@ -858,6 +858,9 @@ FAKES = {
     # No apply.sh run at all: no lock or marker to judge while it runs.
     "all": ({"backoff", "apply", "lock", "timeout", "marker"}, {"S2.1", "S3.2", "S4.2"}),
 }
+# Clauses a fake must not pass although no check charges them: where apply.sh never ran, what
+# S5.1 and S4.3 judge while it runs did not happen, and waits on S4.2 (blocked, no points).
+UNEARNED = {"apply": {"S4.3", "S5.1"}, "all": {"S4.3", "S5.1"}}
 ALL_ATTACKS = 'ATTACKS = {"backoff", "apply", "lock", "timeout", "marker"}'
 
 
@@ -877,3 +880,6 @@ def test_a_runner_that_fakes_the_lab_fails_the_clause_it_fakes(tmp_path, fake):
     assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
     charged = {clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] == "failed"}
     assert charged == clauses, graded.explain()
+    for clause in sorted(UNEARNED.get(fake, ())):
+        entry = graded.report["clauses"][clause]
+        assert entry["verdict"] == "blocked" and entry["blocked_by"] == ["S4.2"], (clause, entry)

@@ -12,6 +12,7 @@ from conformance.judging.scenarios import (
     called_once,
     every_apply,
     failed_then_fixed,
+    own_runs_of_apply_sh,
 )
 from conformance.lab import draws
 from conformance.lab.commands import APPLY
@@ -134,7 +135,7 @@ def test_s4_3_no_marker_before_apply_sh_starts_in_any_apply(runner):
     # Seen by the kernel as each apply.sh started (see witness.py), in every apply of the grading:
     # a runner that marks first and applies after, except where it is watched longer, is seen.
     for result in every_apply(runner):
-        for run in result.own_apply_runs():
+        for run in own_runs_of_apply_sh(result):
             expect.that(
                 not run.marked,
                 "S4.3",

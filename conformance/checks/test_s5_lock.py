@@ -3,7 +3,14 @@
 import pytest
 
 from conformance.judging import expect
-from conformance.judging.scenarios import applied_twice, apply_in_progress, every_apply, failed_then_fixed, lock_clause
+from conformance.judging.scenarios import (
+    applied_twice,
+    apply_in_progress,
+    every_apply,
+    failed_then_fixed,
+    lock_clause,
+    own_runs_of_apply_sh,
+)
 from conformance.lab import timing
 
 clause = pytest.mark.clause
@@ -133,7 +140,7 @@ def test_s5_1_lock_held_as_apply_sh_starts_in_every_apply(runner):
     # a runner that holds the lock only while apply.sh is slow, or takes it and lets go before
     # apply.sh runs, is seen.
     for result in every_apply(runner):
-        for run in result.own_apply_runs():
+        for run in own_runs_of_apply_sh(result):
             expect.that(
                 run.lock_held,
                 "S5.1",

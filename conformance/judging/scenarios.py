@@ -13,6 +13,7 @@ import psutil
 
 from conformance.harness import labfiles
 from conformance.harness.result import Result, counted_calls, is_run_of
+from conformance.harness.witness import Opened
 from conformance.judging import expect
 from conformance.lab import draws
 from conformance.lab.commands import APPLY, FLAKY, HANG, counted, flaky_calls, py, sh
@@ -418,6 +419,18 @@ def called_once(result: Result, name: str) -> None:
         expect.shown_applied(result),
         result,
     )
+
+
+def own_runs_of_apply_sh(result: Result) -> List[Opened]:
+    """The runs of apply.sh that apply call `result` made itself, for a check of what holds while
+    apply.sh runs (the lock, no marker yet). Where the witness saw this apply run none, what the
+    check judges did not happen: S4.2's failure (apply.sh not called) stands for it, so a runner
+    that imitates apply.sh earns nothing from the lock it held or the marker it left alone."""
+    __tracebackhide__ = True
+    runs = result.own_apply_runs()
+    if not runs and result.apply_runs() is not None:
+        called_once(result, result.args[-1])
+    return runs
 
 
 def applied_twice(runner) -> AppliedTwice:
