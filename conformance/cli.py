@@ -19,10 +19,10 @@ import io
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from conformance.harness import scratch
 from conformance.harness.sandbox import SUB_DIR
 from conformance.lab import config, draws
 from conformance.lab.clauses import LANGUAGES, PROFILES
@@ -36,6 +36,7 @@ from conformance.usage import (
     Parser,
     UsageError,
     default_python,
+    stop_on_signals,
 )
 
 AUTOLOAD_VAR = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
@@ -356,27 +357,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    # Before anything is made (validate() probes for namespaces in a lab of its own): a kill from
+    # here on unwinds, and what was made is removed.
+    stop_on_signals()
     try:
         options = build_parser().parse_args(argv)
         validate(options)
     except UsageError as error:
         print("pyops-conformance: error: %s" % error, file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # nothing graded yet: nothing to say
+        return EXIT_INTERRUPTED
 
     if options.watch:
         return _watch(argv, options)
+    try:
+        return _grade(options)
+    except KeyboardInterrupt:  # stopped outside pytest's session, which says so itself within it
+        print(view.stopped(options.lang), flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _grade(options: argparse.Namespace) -> int:
+    """Grade the runner `options` name (--repeat times), then write the reports they ask for."""
     # Read before grading: what a grading's record names is the file as it was graded, even if it is
     # saved again meanwhile.
     started, runner_bytes = provenance.now(), Path(options.decided["runner"]).read_bytes()
     learner = options.view == "learner"
     if learner:
         print("\n".join(view.header(dict(options.decided, profile=options.profile), options.lang)), flush=True)
-    with tempfile.TemporaryDirectory(prefix="pyops-conformance-") as scratch:
+    with scratch.folder("pyops-conformance-") as scratch_folder:
         rounds: List[Dict] = []
         for number in range(1, options.repeat + 1):
             # Never the user's path: a runner may write there while it runs (a folder others may
             # write, found in the grader's argv), and the grader would read its forgery back.
-            json_path = Path(scratch) / ("round-%d.json" % number)
+            json_path = scratch_folder / ("round-%d.json" % number)
             if options.repeat == 1 and not learner:
                 code, data = grade_once(options, json_path)
             else:

@@ -9,7 +9,6 @@ import functools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pytest
 
-from conformance.harness import cpuwait, forks, identity, labfiles, machine, memory, observations
+from conformance.harness import cpuwait, forks, identity, labfiles, machine, memory, observations, scratch
 from conformance.harness.inert import inert
 from conformance.harness.observations import Observations
 from conformance.harness.processes import SESSION_VAR, begin_session, reap, session_id
@@ -44,6 +43,7 @@ from conformance.judging.driver import Driver, driving
 from conformance.lab import commands, draws
 from conformance.lab.clauses import CLAUSES, CORE, LANGUAGES, PROFILES, in_profile
 from conformance.reporting import report, view
+from conformance.usage import stop_on_signals, stopped_by
 
 SUITE_DIR = Path(__file__).resolve().parent / "checks"
 
@@ -181,6 +181,10 @@ def pytest_configure(config: pytest.Config) -> None:
         commands.PY = config.pyops["python"]  # type: ignore[attr-defined]
         draws.use(config.pyops["seed"])  # type: ignore[attr-defined]
         return
+    # From here the controller makes folders and processes of its own: a signal must unwind, so
+    # fixtures clean up, the session's processes are reaped, the lab is put back and the partial
+    # report written, even when it comes before the session has begun.
+    stop_on_signals()
     if config.getoption("--lab-forks") and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError("--lab-forks and pytest-xdist's -n both run checks in parallel: give one of them")
     try:
@@ -202,7 +206,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pyops["isolation"] != CHROOT:  # type: ignore[attr-defined]
         claim_owner_files(other_uid=config.pyops["runner_user"] == identity.OWN)  # type: ignore[attr-defined]
     config.pyops["session"] = begin_session()  # type: ignore[attr-defined]
-    config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
+    with scratch.signals_held():  # made and its removal in place, or neither
+        config.pyops["observations"] = observations.new_folder()  # type: ignore[attr-defined]
+        config.add_cleanup(lambda: observations.remove_folder(config.pyops["observations"]))  # type: ignore[attr-defined]
     config.pyops_snapshot = None  # type: ignore[attr-defined]
     config.pluginmanager.register(Collector(config), "pyops-collector")
 
@@ -304,27 +310,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput"):
         return
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        # Turn these into KeyboardInterrupt so pytest unwinds as on Ctrl-C: fixtures clean up,
-        # the session's processes are reaped, the lab is put back and the partial report written.
-        signal.signal(signum, _interrupt)
+    # Again (pytest_configure did it first): pytest itself, or a plugin, may have set its own since.
+    stop_on_signals()
     if config.pyops["isolation"] == SHARED:  # type: ignore[attr-defined]
         config.pyops_snapshot = Snapshot.take(LAB_PATHS)  # type: ignore[attr-defined]
-
-
-_interrupted_by: List[int] = []
-
-
-def _interrupt(signum, frame):
-    _interrupted_by.append(signum)
-    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def pytest_runtest_logfinish() -> None:
     # A KeyboardInterrupt raised where Python cannot propagate it (a fork handler, a finalizer)
     # is printed as "ignored" and lost; the signal is not: the session stops after this check.
-    if _interrupted_by:
-        raise KeyboardInterrupt("signal %d" % _interrupted_by[0])
+    if stopped_by:
+        raise KeyboardInterrupt("signal %d" % stopped_by[0])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: List[pytest.Item]) -> None:
@@ -688,7 +684,6 @@ class Collector:
         # Whatever any worker's runners left (a worker that was stopped mid-check cannot clean up).
         reap(session_id())
         memory.remove_left(session_id())  # the checks' memory cgroups that outlived their processes
-        observations.remove_folder(self.config.pyops["observations"])  # type: ignore[attr-defined]
         snapshot = self.config.pyops_snapshot  # type: ignore[attr-defined]
         if snapshot is not None:
             snapshot.restore()

@@ -6,7 +6,10 @@ import it, and neither imports the other back.
 
 import argparse
 import os
-from typing import Optional
+import signal
+from typing import List, Optional
+
+from conformance.harness.scratch import STOPPING_SIGNALS
 
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 # Stopped by Ctrl-C, kill or a closed terminal: the shell's 128 + SIGINT.
@@ -23,6 +26,23 @@ PYTHON_VAR = "PYOPS_PYTHON"
 def default_python() -> Optional[str]:
     """$PYOPS_PYTHON, the --python of every command that is given none; None when unset."""
     return os.environ.get(PYTHON_VAR) or None
+
+
+# The stopping signals received so far (see stop_on_signals).
+stopped_by: List[int] = []
+
+
+def stop_on_signals() -> None:
+    """Turn SIGINT, SIGTERM and SIGHUP into KeyboardInterrupt from now on, so that a command stopped
+    by `kill`, a closed terminal, `docker stop` or a class's timeout unwinds as on Ctrl-C: its
+    folders removed, its processes reaped, whatever moment it was stopped at."""
+    for signum in STOPPING_SIGNALS:
+        signal.signal(signum, _stop)
+
+
+def _stop(signum, frame):
+    stopped_by.append(signum)
+    raise KeyboardInterrupt("signal %d" % signum)
 
 
 class UsageError(Exception):

@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 from conformance.harness import identity, sandbox
 from conformance.harness.processes import TOKEN_VAR, all_asleep, runs_as, started_at, tagged
 from conformance.lab import timing
+from conformance.usage import EXIT_INTERRUPTED
 
 FIXTURES = "/opt/fixtures/pyops/bin"
 
@@ -306,3 +308,26 @@ def test_a_runner_uid_s_account_keeps_the_machine_s_and_adds_one_named_like_a_le
     assert (name, int(uid), int(gid), home) == (identity.ACCOUNT_NAME, user.uid, user.gid, identity.HOME)
     assert os.path.exists(shell) and group[-1] == "%s:x:%d:" % (identity.ACCOUNT_NAME, user.gid)
     assert "pyops" not in passwd[-1] + group[-1] and "conformance" not in passwd[-1] + group[-1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("moment", ["probe", "observations"])
+def test_a_grading_stopped_as_it_starts_leaves_no_folder_of_its_own(tmp_path, open_tmpdir, signum, moment):
+    # A grading killed by a class's timeout, a closed terminal or `docker stop` while it was still
+    # setting up (probing for namespaces, before pytest's session began) left its scratch folder,
+    # its observations folder and the probe's lab behind in the temporary folder.
+    folder = open_tmpdir["TMPDIR"]
+    command = [sys.executable, "-m", "conformance", "--reference", "--clause", "S1.1"]
+    command += ["--json", str(tmp_path / "r.json")]
+    grading = subprocess.Popen(command, env=open_tmpdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wanted = "pyops-%s-" % moment
+    deadline = time.monotonic() + 60
+    while not any(name.startswith(wanted) for name in os.listdir(folder)):
+        assert grading.poll() is None and time.monotonic() < deadline, "never saw %s*" % wanted
+        time.sleep(0.001)
+    grading.send_signal(signum)
+    out, err = grading.communicate(timeout=60)
+    assert grading.returncode == EXIT_INTERRUPTED, (grading.returncode, err[-2000:])
+    assert b"Traceback" not in err, err[-2000:]
+    left = sorted(os.listdir(folder))
+    assert left == [], left

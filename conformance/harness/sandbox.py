@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
-from conformance.harness import labfiles, memory, roots
+from conformance.harness import labfiles, memory, roots, scratch
 from conformance.harness.identity import (
     ACCOUNT_FILES,
     HOME,
@@ -587,16 +587,16 @@ def probe_namespace(hidden: Sequence[Path] = (), interpreters: Sequence[str] = (
         plan = MountPlan.for_this_machine(hidden, interpreters)
     except OSError as error:
         return None, str(error)
-    root = Path(tempfile.mkdtemp(prefix="pyops-probe-"))
-    try:
+    with scratch.folder("pyops-probe-") as root:
         for name in ("sub", "bin", "work", "overlay"):
             (root / name).mkdir()
         binds = [(root / "sub", SUB_DIR), (root / "bin", BIN_DIR)]
         (root / "sub" / "seen").touch()
-        why_not = run_entered(["test", "-e", str(SUB_DIR / "seen")], lambda: plan.enter(root, binds))
+        # Held over the fork as well: a KeyboardInterrupt raised in a fork handler is only printed
+        # ("Exception ignored"), and the probe takes milliseconds.
+        with scratch.signals_held():
+            why_not = run_entered(["test", "-e", str(SUB_DIR / "seen")], lambda: plan.enter(root, binds))
         return (None, plain_reason(why_not)) if why_not else (plan, "")
-    finally:
-        shutil.rmtree(str(root), ignore_errors=True)
 
 
 def probe_chroot(python: str) -> "tuple[Optional[roots.Roots], str]":
