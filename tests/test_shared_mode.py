@@ -137,20 +137,24 @@ def test_an_interrupted_session_puts_everything_back_and_says_so(machine, signum
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_an_interrupt_lost_where_python_ignores_exceptions_still_stops_the_session(monkeypatch):
+def test_an_interrupt_lost_where_python_ignores_exceptions_still_stops_the_session():
     # A signal that lands in a fork handler or a finalizer raises a KeyboardInterrupt that Python
     # prints as "ignored"; the session must stop at the end of the check all the same.
-    from conformance import plugin
+    from conformance import plugin, usage
 
-    monkeypatch.setattr(plugin, "_interrupted_by", [])
+    received = list(usage.stopped_by)  # put back as it was, below
+    usage.stopped_by.clear()
 
     class Finalized:
         def __del__(self):
-            plugin._interrupt(signal.SIGTERM, None)
+            usage._stop(signal.SIGTERM, None)
 
-    Finalized()
-    with pytest.raises(KeyboardInterrupt):
-        plugin.pytest_runtest_logfinish()
+    try:
+        Finalized()
+        with pytest.raises(KeyboardInterrupt):
+            plugin.pytest_runtest_logfinish()
+    finally:
+        usage.stopped_by[:] = received
 
 
 def _cmdline(process):
