@@ -345,6 +345,9 @@ def test_a_class_no_worker_answers_ends_within_its_bound(tmp_path, redis_url, en
     )
     took = time.monotonic() - started
     assert done.returncode == 1, done.stdout + done.stderr
-    assert bound <= took < bound + 20
+    # It waited one patience and gave up, not two: the rest is its start, the similarity pass and
+    # the reports, which a machine busy with other tests stretched from a few seconds to 23 (CI,
+    # with the zoo's self-test beside it), so the margin is a whole patience, not 20 s.
+    assert bound <= took < 2 * bound, "took %.1f s for a patience of %.1f s" % (took, bound)
     for row in class_rows(tmp_path / "out").values():
         assert row["status"] == "error" and row["message"].startswith("no worker answered"), row
