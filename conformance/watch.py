@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from conformance.usage import EXIT_ERROR
+from conformance.usage import EXIT_ERROR, stop_on_signals
 
 # Editors save by writing a new file and renaming it over the old one: the folder is watched,
 # and changes to the runner's name (a rename onto it included) start a grading.
@@ -80,8 +80,7 @@ def run(grading_argv: Sequence[str], runner: Path, lang: str) -> int:
     # `kill` ends the watch as Ctrl-C does. SIGINT is caught here too, not left to Python's
     # default: a shell's background job, or a pytest-xdist worker's child, starts with it ignored,
     # and Python then installs no handler of its own.
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _as_interrupt)
+    stop_on_signals()
     saved, stop = threading.Event(), threading.Event()
 
     def watching() -> None:
@@ -115,10 +114,6 @@ def run(grading_argv: Sequence[str], runner: Path, lang: str) -> int:
         stop.set()
         watcher.join(STOP_S)
     return 0
-
-
-def _as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt("signal %d" % signum)
 
 
 def _grade(argv: List[str], report: Path) -> Optional[Dict[str, str]]:

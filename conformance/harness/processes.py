@@ -100,24 +100,25 @@ def family(ancestor: int) -> List[int]:
     Exact for a runner's stand-in while it lives: a subreaper, it adopts every orphan below it, so
     nothing the runner starts can leave its family, whatever it does to its environment.
     """
-    if not procfs.GIVES_CHILDREN:
-        return _family_by_scan(ancestor)
     # Each process's threads list the children they started: a few files of the family's own,
     # where a scan reads one of every process on the machine (this runs every poll of a check).
+    children_of = _listed_children if procfs.GIVES_CHILDREN else _children_by_scan()
     found: List[int] = []
     parents = [ancestor]
     while parents:
-        below = []
-        for parent in parents:
-            try:
-                threads = os.listdir("/proc/%d/task" % parent)
-            except OSError:
-                continue  # ended meanwhile: its children are its reaper's now, seen at the next poll
-            for tid in threads:
-                below += [child for child in procfs.children(parent, tid) if not _is_zombie(child)]
+        below = [pid for parent in parents for pid in children_of(parent)]
         found += below
         parents = below
     return found
+
+
+def _listed_children(parent: int) -> List[int]:
+    """The live children of `parent`, as its threads' children files list them."""
+    try:
+        threads = os.listdir("/proc/%d/task" % parent)
+    except OSError:
+        return []  # ended meanwhile: its children are its reaper's now, seen at the next poll
+    return [child for tid in threads for child in procfs.children(parent, tid) if not _is_zombie(child)]
 
 
 def _is_zombie(pid: int) -> bool:
@@ -127,8 +128,8 @@ def _is_zombie(pid: int) -> bool:
         return True  # gone meanwhile
 
 
-def _family_by_scan(ancestor: int) -> List[int]:
-    """family() where the kernel lists no children: every process's parent, from its stat file."""
+def _children_by_scan() -> Callable[[int], List[int]]:
+    """Where the kernel lists no children: every live process's parent, from its stat file."""
     children: Dict[int, List[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -139,13 +140,7 @@ def _family_by_scan(ancestor: int) -> List[int]:
                 children.setdefault(int(fields[1]), []).append(int(name))
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-    found: List[int] = []
-    parents = [ancestor]
-    while parents:
-        below = [pid for parent in parents for pid in children.get(parent, ())]
-        found += below
-        parents = below
-    return found
+    return lambda parent: children.get(parent, [])
 
 
 def process_or_none(pid: int) -> Optional[psutil.Process]:
