@@ -859,8 +859,13 @@ FAKES = {
     "all": ({"backoff", "apply", "lock", "timeout", "marker"}, {"S2.1", "S3.2", "S4.2"}),
 }
 # Clauses a fake must not pass although no check charges them: where apply.sh never ran, what
-# S5.1 and S4.3 judge while it runs did not happen, and waits on S4.2 (blocked, no points).
-UNEARNED = {"apply": {"S4.3", "S5.1"}, "all": {"S4.3", "S5.1"}}
+# S4.1, S4.3, S4.4 and S5.1 judge of it (and S7.2 of the record of an apply) did not happen, and
+# waits on S4.2 (blocked, no points).
+UNEARNED = {"apply": {"S4.1", "S4.3", "S4.4", "S5.1"}, "all": {"S4.1", "S4.3", "S4.4", "S5.1", "S7.2"}}
+# runs.jsonl graded too where a fake changes what its attempts were: the record of an attempt
+# killed early (or of waits skipped) is judged by what the attempt really was, so a truthful record
+# of what the fake did is no second charge.
+RECORDS_GRADED = {"backoff", "timeout", "all"}
 ALL_ATTACKS = 'ATTACKS = {"backoff", "apply", "lock", "timeout", "marker"}'
 
 
@@ -875,7 +880,8 @@ def test_a_runner_that_fakes_the_lab_fails_the_clause_it_fakes(tmp_path, fake):
     suffix = suffix.replace(ALL_ATTACKS, "ATTACKS = set(%r)" % sorted(attacks), 1)
     runner = tmp_path / "runner.py"
     runner.write_text(reference.replace(REFERENCE_MAIN, suffix))
-    graded = grade(tmp_path, runner, "--clause", "S2", "--clause", "S3", "--clause", "S4", "--clause", "S5")
+    clauses_graded = ["S2", "S3", "S4", "S5"] + (["S7"] if fake in RECORDS_GRADED else [])
+    graded = grade(tmp_path, runner, *[option for clause in clauses_graded for option in ("--clause", clause)])
     assert graded.report["isolation"] == "namespace", graded.report["isolation"]
     assert graded.rc == 1 and graded.report["summary"]["errors"] == 0, graded.explain()
     charged = {clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] == "failed"}
@@ -883,3 +889,6 @@ def test_a_runner_that_fakes_the_lab_fails_the_clause_it_fakes(tmp_path, fake):
     for clause in sorted(UNEARNED.get(fake, ())):
         entry = graded.report["clauses"][clause]
         assert entry["verdict"] == "blocked" and entry["blocked_by"] == ["S4.2"], (clause, entry)
+    # Every other clause graded keeps its points: the fake loses them only where it fakes.
+    lost = {clause for clause, entry in graded.report["clauses"].items() if entry["verdict"] != "passed"}
+    assert lost == clauses | UNEARNED.get(fake, set()), graded.explain()

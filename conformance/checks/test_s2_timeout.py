@@ -54,7 +54,7 @@ def test_s2_1_killed_at_the_timeout_it_was_given(runner):
 @clause("S2.1")
 @slow(4)
 def test_s2_1_a_command_within_the_timeout_is_not_killed(runner):
-    result = within_timeout(runner)
+    result = within_timeout(runner).result
     expect.exit_code(result, 0, "S2.1")
     scenarios.stdout_is(runner, result, b"finished\n", "S2.1")
 
