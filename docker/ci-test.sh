@@ -19,26 +19,8 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 die() { echo "FAIL: $*"; exit 1; }
 
-# ---- tools, engine and base image -------------------------------------------------------------
-source "$repo/docker/engine.sh"
-
-# ---- build -----------------------------------------------------------------------------------
-# The context goes in as a tar stream so the proxy's CA bundle can be added to it as
-# .build-ca.pem without writing anything into the working tree; the Dockerfile uses it in its
-# build stage only. A tar stream also works with the legacy builder and with BuildKit alike.
-ca_args=()
-if [ -r "$ca" ]; then
-    ca_args=(-C "$(dirname "$ca")" --transform "s,^$(basename "$ca")\$,.build-ca.pem," "$(basename "$ca")")
-fi
-build() {  # build TAG [DOCKER BUILD ARGS...]
-    local tag=$1; shift
-    tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./.tox --exclude=./results --exclude=__pycache__ \
-        --exclude='*.egg-info' -cf - . "${ca_args[@]}" | docker build -t "$tag" "$@" - >"$work/build.log" 2>&1
-}
-if build "$image"; then pass "docker build ($image)"
-else tail -30 "$work/build.log"; die "docker build failed"; fi
-if build "$image-lab" --target lab; then pass "docker build --target lab ($image-lab)"
-else tail -30 "$work/build.log"; die "docker build --target lab failed"; fi
+# ---- engine, base image, build -------------------------------------------------------------
+PYOPS_IMAGE=$image bash "$repo/docker/build-images.sh" || exit 1
 
 size=$(docker image inspect -f '{{.Size}}' "$image")
 if [ "$size" -le $((250 * 1000 * 1000)) ]; then pass "image size $((size / 1000000)) MB <= 250 MB"

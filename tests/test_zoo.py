@@ -80,6 +80,10 @@ def test_every_clause_a_mutant_breaks_is_proved_passed_by_its_base():
 # rounds of each here were a sixth of the self-test's time); the selftest's own judgement of a
 # correct runner's rounds is tests/test_selftest.py's.
 SELFTEST_SAMPLE, SELFTEST_SEED = 20, 29
+# Gradings at once: a wrong runner's grading waits (on timeouts it sleeps out, on a hang) more
+# than it computes, so three left the two CPUs a quarter idle through most of py311's time
+# (1161 s); six alone keep them busy (833 s). Five, beside the env's other tests.
+SELFTEST_JOBS = 5
 
 
 @pytest.mark.slow(1500)
@@ -87,7 +91,18 @@ def test_the_selftest_holds_every_expectation_for_the_zoo_and_a_sample(tmp_path)
     pytest.importorskip("cosmic_ray", reason="cosmic-ray, which makes the mutants, supports Python 3.9 and later")
     kept, matrix, page = tmp_path / "kept", tmp_path / "selftest.json", tmp_path / "selftest.html"
     kept.mkdir()
-    command = [sys.executable, "-m", "conformance", "selftest", "--only", "zoo", "--lang", "ja", "-j", "3"]
+    command = [
+        sys.executable,
+        "-m",
+        "conformance",
+        "selftest",
+        "--only",
+        "zoo",
+        "--lang",
+        "ja",
+        "-j",
+        str(SELFTEST_JOBS),
+    ]
     command += ["--mutants", str(SELFTEST_SAMPLE), "--seed", str(SELFTEST_SEED)]
     command += ["--json", str(matrix), "--html", str(page), "--keep", str(kept)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, cwd=str(tmp_path))
