@@ -3,8 +3,10 @@
 import csv
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Set
@@ -79,6 +81,17 @@ def submissions(folder: Path, runners: Dict[str, Path]) -> Path:
 def class_command(*args: str) -> List[str]:
     """`python -m conformance class ARGS`: a whole class graded (conformance/classroom)."""
     return [sys.executable, "-m", "conformance", "class", *args]
+
+
+def cpu_spent_s() -> float:
+    """CPU seconds spent so far by this process and its ended children (and the children they
+    waited for).
+
+    The difference over a command is what it cost, the same on an idle machine and a busy one: a
+    bound on its wall time would measure the machine's load as much as the command.
+    """
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + usage.ru_utime + usage.ru_stime
 
 
 def not_passed(out: Path, student: str) -> str:

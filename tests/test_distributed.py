@@ -34,6 +34,11 @@ from tests.test_class import write
 pytestmark = pytest.mark.classroom
 VISIBILITY_S = 90  # how long a killed worker's submission waits before another worker gets it
 GRADING_TIMEOUT_S = 80  # must be shorter: a grading that outlasts it would be handed out twice
+# Where no worker is lost, the broker never has to hand a grading out again: its visibility timeout
+# and the grading's own are then long enough never to be what a test measures. A QUICK grading
+# (5 s on an idle machine) outlasted 80 s beside the zoo's self-test.
+UNHURRIED_VISIBILITY_S = 900
+UNHURRIED_TIMEOUT_S = 600
 QUICK = "import sys\nsys.exit(3)\n"  # fails every check at once: graded in seconds
 FORGED = "forged by a classmate"
 
@@ -81,6 +86,12 @@ def environment(open_tmpdir, redis_url):
         PYOPS_BROKER_KEY=secrets.token_hex(32),
         PYOPS_CELERY_VISIBILITY_S=str(VISIBILITY_S),
     )
+
+
+@pytest.fixture
+def unhurried(environment):
+    """The environment of a class whose workers all live: see UNHURRIED_VISIBILITY_S."""
+    return dict(environment, PYOPS_CELERY_VISIBILITY_S=str(UNHURRIED_VISIBILITY_S))
 
 
 def start_worker(environment, log: Path, *options: str):
@@ -209,10 +220,10 @@ def forge(redis_url, task_id, args) -> None:
 
 
 @pytest.mark.slow(40)
-def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url, environment):
+def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url, unhurried):
     subs = tmp_path / "subs"
     write(subs / "alice" / "runner.py", QUICK)
-    client = start_class(subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S))
+    client = start_class(subs, tmp_path / "out", unhurried, "--timeout", str(UNHURRIED_TIMEOUT_S))
     worker = None
     try:
         deadline = time.monotonic() + 30
@@ -221,8 +232,8 @@ def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url,
             time.sleep(0.1)
         ((task_id, args),) = queued(redis_url)
         forge(redis_url, task_id, args)  # before any worker has started: the forgeries come first
-        worker = start_worker(environment, tmp_path / "worker.log")
-        output, _ = client.communicate(timeout=2 * GRADING_TIMEOUT_S)
+        worker = start_worker(unhurried, tmp_path / "worker.log")
+        output, _ = client.communicate(timeout=2 * UNHURRIED_TIMEOUT_S)
     finally:
         client.kill()
         if worker is not None:
@@ -235,11 +246,9 @@ def test_a_forged_result_is_refused_and_the_real_one_stored(tmp_path, redis_url,
 
 
 @pytest.mark.slow(40)
-def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_allowlist(
-    tmp_path, redis_url, environment
-):
+def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_allowlist(tmp_path, redis_url, unhurried):
     # The "interpreter" leaves a file wherever it runs, whoever runs it: the proof it ran.
-    shared = Path(environment["TMPDIR"])
+    shared = Path(unhurried["TMPDIR"])
     evidence = shared / "evidence"
     evidence.mkdir()
     evidence.chmod(0o777)
@@ -251,11 +260,11 @@ def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_al
         "python": str(interpreter),
         "lang": "en",
         "workers": 1,
-        "timeout_s": GRADING_TIMEOUT_S,
+        "timeout_s": UNHURRIED_TIMEOUT_S,
     }
     runner = base64.b64encode(QUICK.encode()).decode()
     log = tmp_path / "worker.log"
-    worker = start_worker(environment, log)
+    worker = start_worker(unhurried, log)
     try:
         wait_ready(worker, log)
         app = attacker(redis_url)
@@ -269,9 +278,9 @@ def test_a_worker_runs_nothing_a_task_names_without_the_key_or_beyond_its_own_al
         subs = tmp_path / "subs"
         write(subs / "alice" / "runner.py", QUICK)
         client = start_class(
-            subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S), "--python", str(interpreter)
+            subs, tmp_path / "out", unhurried, "--timeout", str(UNHURRIED_TIMEOUT_S), "--python", str(interpreter)
         )
-        output, _ = client.communicate(timeout=2 * GRADING_TIMEOUT_S)
+        output, _ = client.communicate(timeout=2 * UNHURRIED_TIMEOUT_S)
     finally:
         stop(worker)
     alice = class_rows(tmp_path / "out")["alice"]
@@ -298,17 +307,17 @@ def test_a_remote_control_shutdown_does_not_stop_a_worker(tmp_path, redis_url, e
 
 
 @pytest.mark.slow(40)
-def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, redis_url, environment):
-    secret = [urlsplit(redis_url).password.encode(), environment["PYOPS_BROKER_KEY"].encode()]
+def test_no_command_line_holds_the_broker_password_or_the_class_key(tmp_path, redis_url, unhurried):
+    secret = [urlsplit(redis_url).password.encode(), unhurried["PYOPS_BROKER_KEY"].encode()]
     subs = tmp_path / "subs"
     for student in ("alice", "bob"):
         write(subs / student / "runner.py", QUICK)
     log = tmp_path / "worker.log"
-    worker = start_worker(environment, log)
+    worker = start_worker(unhurried, log)
     try:
         wait_ready(worker, log)
-        client = start_class(subs, tmp_path / "out", environment, "--timeout", str(GRADING_TIMEOUT_S))
-        seen, scans, deadline = [], 0, time.monotonic() + 3 * GRADING_TIMEOUT_S
+        client = start_class(subs, tmp_path / "out", unhurried, "--timeout", str(UNHURRIED_TIMEOUT_S))
+        seen, scans, deadline = [], 0, time.monotonic() + 3 * UNHURRIED_TIMEOUT_S
         while client.poll() is None and time.monotonic() < deadline:  # every process, while the class runs
             for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
                 try:
