@@ -3,7 +3,7 @@
 The figures are not judged (a busy machine misses a speed goal, one round proves nothing): each
 script must end as it documents (0, or 1 where that means a goal missed), print no traceback, print
 every figure it promises (matched by its label, not its number), and leave nothing in its TMPDIR.
-Marked `bench`: they run in tox's `bench` env alone, one at a time (`tox -e bench`).
+Marked `bench`: they run in tox's `bench` env (`tox -e bench`), apart from the other tests.
 """
 
 import json
