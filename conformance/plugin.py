@@ -508,10 +508,17 @@ def _session_parts(config: pytest.Config):
     return parts
 
 
-@pytest.hookimpl(hookwrapper=True)
+# A new-style wrapper: a stop (KeyboardInterrupt) that lands in it propagates as from any code,
+# where an old-style one (hookwrapper=True) had pluggy print a PluggyTeardownRaisedWarning.
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
-    outcome = yield
-    test_report = outcome.get_result()
+    test_report = yield
+    _annotate(item, call, test_report)
+    return test_report
+
+
+def _annotate(item: pytest.Item, call, test_report) -> None:  # type: ignore[no-untyped-def]
+    """What a check's report says of its failure: the teaching message, the clause charged."""
     if call.excinfo is None or test_report.when not in ("setup", "call"):
         return
     error = call.excinfo.value
