@@ -25,9 +25,7 @@ if [ -r "$ca" ]; then
 fi
 build() {  # build TAG [DOCKER BUILD ARGS...]
     local tag=$1; shift
-    tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./.tox --exclude=./results --exclude=__pycache__ \
-        --exclude='*.egg-info' --exclude=./artifacts -cf - . "${ca_args[@]}" \
-        | docker build -t "$tag" "$@" - >"$work/build.log" 2>&1
+    checkout_tar "${ca_args[@]}" | docker build -t "$tag" "$@" - >"$work/build.log" 2>&1
 }
 if build "$image"; then echo "PASS: docker build ($image)"
 else tail -30 "$work/build.log"; die "docker build failed"; fi

@@ -1,6 +1,7 @@
 # docker/engine.sh: sourced by the image tests. Makes sure this machine (root, Debian 12, Debian's
 # mirror reachable but no container registry) has a running Docker engine and the base image
-# debian:bookworm-slim. Expects `die` from the caller. Idempotent.
+# debian:bookworm-slim, and gives checkout_tar. Expects `die` and `repo` (the checkout) from the
+# caller. Idempotent.
 
 missing=()
 # dockerd, not just a docker CLI: a client alone cannot build or run anything.
@@ -26,3 +27,14 @@ fi
 # The CA bundle pip needs behind a TLS-inspecting proxy (PYOPS_CA, else pip's own setting, else
 # the system's bundle).
 ca=${PYOPS_CA:-${PIP_CERT:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}}
+
+# The checkout as the image and the containers get it, a tar stream on stdout: its files but
+# .dockerignore's (caches, venvs, .git) and artifacts/, then any further tar arguments. Tar's
+# status 1 ("file changed as we read it") is the checkout's root gaining an entry meanwhile: tox's
+# .tox, a log in artifacts/, both left out, as CI's phases beside it make them. Not a failure.
+checkout_tar() {
+    local rc=0
+    tar -C "$repo" --exclude-from="$repo/.dockerignore" --exclude=./artifacts --warning=no-file-changed \
+        -cf - . "$@" || rc=$?
+    [ "$rc" -le 1 ]
+}

@@ -55,12 +55,9 @@ install -o learner -m 0644 /blocks/wrong.py /home/learner/pyops-lab/runner.py
 echo "== block2"; rc=0; as_learner /blocks/block2.sh 2>&1 || rc=$?; echo "== block2 rc=$rc"
 SCRIPT
 cp "$work/wrong/runner.py" "$work/wrong.py"
-pack() {
-    tar -C "$repo" --exclude-from="$repo/.dockerignore" --exclude=./artifacts -cf - .
-}
 
 # User namespaces allowed: no capability added, only the seccomp filter that refuses them lifted.
-pack | timeout 1200 docker run --rm -i --security-opt seccomp=unconfined -e WRONG=1 "${ca_mount[@]}" \
+checkout_tar | timeout 1200 docker run --rm -i --security-opt seccomp=unconfined -e WRONG=1 "${ca_mount[@]}" \
     -v "$work:/blocks:ro" debian:bookworm-slim bash /blocks/learner.sh >"$work/out" 2>&1 || true
 sed -n '/^== block1$/,/^== block1 rc=/p' "$work/out" >"$work/block1.out"
 sed -n '/^== block2$/,/^== block2 rc=/p' "$work/out" >"$work/block2.out"
@@ -74,7 +71,7 @@ if grep -q '^== block2 rc=1$' "$work/block2.out" && [ -n "$(verdicts "$work/root
 else cat "$work/diff" 2>/dev/null; tail -25 "$work/block2.out"; fail "learner section, a wrong runner: verdicts differ from root's"; fi
 
 # User namespaces refused (Docker's default seccomp profile): one line, exit 2, never a traceback.
-pack | timeout 1200 docker run --rm -i "${ca_mount[@]}" -v "$work:/blocks:ro" debian:bookworm-slim \
+checkout_tar | timeout 1200 docker run --rm -i "${ca_mount[@]}" -v "$work:/blocks:ro" debian:bookworm-slim \
     bash /blocks/learner.sh >"$work/off" 2>&1 || true
 said=$(sed -n '/^== block1$/,/^== block1 rc=/p' "$work/off" | grep '^pyops-conformance: ' || true)
 if grep -q '^== block1 rc=2$' "$work/off" && [ "$(echo "$said" | wc -l)" = 1 ] \

@@ -20,15 +20,14 @@ awk '/<!-- newcomer/ { on = 1; next } /<!-- \/newcomer -->/ { on = 0 }
 [ -s "$work/commands.sh" ] || die "no commands between the newcomer markers of README.md"
 echo "README's quick start:"; sed 's/^/    /' "$work/commands.sh"
 
-# The project's files as a fresh clone has them (no venv, no caches), streamed into the container.
+# The project's files (checkout_tar: no venv, no caches, no .git), streamed into the container.
 # Mount namespaces need SYS_ADMIN and an unconfined seccomp profile there (--privileged is not
 # needed). Behind a TLS-inspecting proxy pip also needs the CA bundle; that is the network's
 # business, not a step of the README.
 ca_mount=()
 [ -r "$ca" ] && ca_mount=(-v "$ca:/etc/pyops-ca.pem:ro" -e PIP_CERT=/etc/pyops-ca.pem)
 rc=0
-tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./.tox --exclude=./results --exclude=__pycache__ \
-    --exclude='*.egg-info' --exclude=./.hypothesis -cf - . |
+checkout_tar |
     timeout 1200 docker run --rm -i --cap-add SYS_ADMIN --security-opt seccomp=unconfined "${ca_mount[@]}" \
         -v "$work/commands.sh:/tmp/commands.sh:ro" debian:bookworm-slim \
         bash -c 'mkdir /root/pyops-lab && cd /root/pyops-lab && tar -xf - && bash -e /tmp/commands.sh' \
