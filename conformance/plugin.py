@@ -529,11 +529,16 @@ def _annotate(item: pytest.Item, call, test_report) -> None:  # type: ignore[no-
     if isinstance(error, expect.ClauseFailure):
         test_report.longrepr = inert(str(error))  # the teaching message, not a traceback, shown as text
         test_report.user_properties.append(("message", str(error)))
+        # In every language too: a class regraded in another one rewords it without grading again.
+        test_report.user_properties.append(("messages", error.worded()))
         # A failure of another clause than the check's own is that clause's to answer for; the
         # check's clause is blocked by it (verdicts.py).
         if isinstance(error, Blocked):
             test_report.user_properties.append(("blocked_by", error.clause))
-            test_report.user_properties.append(("blocked_because", error.because))
+            test_report.user_properties.append(("blocked_because", str(error.because)))
+            test_report.user_properties.append(
+                ("blocked_because_in", expect.every_language(lambda: str(error.because)))
+            )
             if error.does_not_compile:
                 test_report.user_properties.append(("does_not_compile", True))
         elif error.clause != dict(item.user_properties).get("clause"):

@@ -7,6 +7,7 @@ the same order, or formatting one of them fails at the moment a learner's runner
 """
 
 import ast
+import pickle
 import re
 from pathlib import Path
 from typing import Iterator, List, Tuple
@@ -15,9 +16,9 @@ import pytest
 
 from conformance.judging import expect
 
-SUITE = Path(expect.__file__).resolve().parent
+SUITE = Path(expect.__file__).resolve().parents[1]
 # Every module of the suite that judges: the checks, and the harness's own failures and notes.
-WORDED_MODULES = sorted(SUITE.glob("*.py")) + sorted((SUITE / "tests").glob("test_*.py"))
+WORDED_MODULES = sorted((SUITE / "judging").glob("*.py")) + sorted((SUITE / "checks").glob("test_*.py"))
 
 # Which arguments of a judgement are words a learner reads: (positions, keywords).
 WORDED_ARGUMENTS = {
@@ -123,6 +124,71 @@ def test_say_follows_the_language():
         assert expect.say("%d line(s)", "%d 行") % 2 == "2 行"
         expect.LANG = "en"
         assert expect.say("%d line(s)", "%d 行") % 2 == "2 line(s)"
+    finally:
+        expect.LANG = saved
+
+
+def test_the_modules_read_are_the_judging_ones_and_the_checks():
+    names = {path.name for path in WORDED_MODULES}
+    assert {"expect.py", "blocking.py", "driver.py", "scenarios.py", "test_s1_run.py", "test_x_extended.py"} <= names
+
+
+def test_said_words_are_shown_in_the_language_being_written():
+    saved = expect.LANG
+    try:
+        expect.LANG = "en"
+        count = expect.say("%d line(s) of %s", "%d 行(%s)") % (2, expect.say("stdout", "標準出力"))
+        joined = "seen: " + count + expect.say(".", "。")
+        assert (count, joined) == ("2 line(s) of stdout", "seen: 2 line(s) of stdout.")
+        expect.LANG = "ja"
+        # Said in English, shown in Japanese wherever it becomes text.
+        assert str(count) == "2 行(標準出力)" and "%s" % (count,) == "2 行(標準出力)"
+        assert "{}".format(joined) == "seen: 2 行(標準出力)。"
+        assert count.text("en") == "2 line(s) of stdout"
+        # A Result's notes travel between a grading's processes pickled: with every language.
+        assert pickle.loads(pickle.dumps(count)).texts == count.texts
+    finally:
+        expect.LANG = saved
+
+
+def _failure(judge, *args):
+    with pytest.raises(expect.ClauseFailure) as failure:
+        judge(*args)
+    return failure.value
+
+
+def test_a_failure_is_worded_in_every_language_as_a_grading_in_each_would_word_it():
+    from tests.test_hints import outcome
+
+    saved = expect.LANG
+    hung = outcome(None, 9.0, hung=True)
+    cases = [
+        (expect.exit_code, outcome(1, 0.5), 3, "S1.3"),
+        (expect.finished, hung, "S2.1"),
+        (expect.count_is, outcome(0, 0.5), expect.say("attempts", "試行回数"), 2, 3, "S3.1"),
+        (expect.refused_by_lock, outcome(0, 4.2, ["feature"]), False, "S5.2"),
+    ]
+    try:
+        for judge, *args in cases:
+            worded = {}
+            for lang in ("en", "ja"):
+                expect.LANG = lang
+                worded[lang] = str(_failure(judge, *args))
+            for lang in ("en", "ja"):
+                expect.LANG = lang
+                assert _failure(judge, *args).worded() == worded, judge.__name__
+            assert worded["en"] != worded["ja"] and "期待" in worded["ja"]
+    finally:
+        expect.LANG = saved
+
+
+def test_a_failure_raised_outside_a_judgement_is_worded_from_its_parts():
+    saved = expect.LANG
+    try:
+        expect.LANG = "en"
+        failure = expect.ClauseFailure("S1.3", expect.say("exit code 3", "終了コード 3"), expect.say("1", "1 です"))
+        assert failure.worded()["en"] == str(failure)
+        assert "  期待:     終了コード 3" in failure.worded()["ja"] and "runner は CMD" in failure.worded()["ja"]
     finally:
         expect.LANG = saved
 

@@ -121,6 +121,12 @@ def test_the_selftest_holds_every_expectation_for_the_zoo_and_a_sample(tmp_path)
         ]
         english += ["%s: %s" % (report_file.stem, line) for test in failed for line in english_lines(test["message"])]
     assert not english, "English in a Japanese report:\n%s" % "\n".join(english[:20])
+    # And each in English too, as an English grading words it (a class regraded in English uses it).
+    worded = []
+    for report_file in sorted(kept.glob("zoo-*.json")):
+        problems = wording_problems(json.loads(report_file.read_text(encoding="utf-8")), "ja")
+        worded += ["%s: %s" % (report_file.stem, problem) for problem in problems]
+    assert not worded, "\n".join(worded[:20])
     # The page opens in a browser, says it passed, and draws a row per runner.
     dom = headless(chromium(), tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
     assert 'data-passed="true"' in dom and dom.count("<tr") >= len(graded), dom[:2000]
@@ -203,6 +209,51 @@ def english_lines(message):
     return [line for line in message.splitlines() if line.startswith(labels) and _ENGLISH.search(_QUOTED.sub("", line))]
 
 
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def japanese_lines(message):
+    """The expected, actual, hint and note lines of a failure that hold Japanese outside quotes."""
+    labels = ("  expected:", "  actual:", "  hint:", "  note:")
+    return [
+        line for line in message.splitlines() if line.startswith(labels) and _JAPANESE.search(_QUOTED.sub("", line))
+    ]
+
+
+def wording_problems(report, lang):
+    """What is wrong with how a report's failures are worded in the language it was not graded in
+    (each is, for a class regraded in another language: classroom/store.py): a failure not worded
+    in every language, a wording of `lang` that is not the message shown, a line of one language
+    left in the other's."""
+    problems = []
+    for test in report["tests"]:
+        if test["outcome"] != "failed":
+            continue
+        worded = test.get("messages") or {}
+        if set(worded) != {"en", "ja"}:
+            problems.append("%s: worded in %s only" % (test["id"], sorted(worded) or "no language"))
+            continue
+        if worded[lang] != test["message"]:
+            problems.append("%s: its %s wording is not the message shown" % (test["id"], lang))
+        problems += ["%s, in Japanese: %s" % (test["id"], line) for line in english_lines(worded["ja"])]
+        problems += ["%s, in English: %s" % (test["id"], line) for line in japanese_lines(worded["en"])]
+    return problems
+
+
+def test_a_wording_left_in_the_other_language_is_found():
+    en = "[S1.3] ...\n  expected: exit code 3\n  actual:   終了コード 1\n  hint:     `実行` it"
+    ja = "[S1.3] ...\n  期待:     終了コード 3\n  実際:     it exited 1"
+    report = {"tests": [{"id": "t", "outcome": "failed", "message": en, "messages": {"en": en, "ja": ja}}]}
+    assert wording_problems(report, "en") == [
+        "t, in Japanese:   実際:     it exited 1",
+        "t, in English:   actual:   終了コード 1",
+    ]
+    report["tests"][0]["message"] = "other"
+    assert "t: its en wording is not the message shown" in wording_problems(report, "en")
+    del report["tests"][0]["messages"]
+    assert wording_problems(report, "en") == ["t: worded in no language only"]
+
+
 def test_english_prose_is_found_in_a_japanese_report():
     assert english_lines("[S1.3] ...\n  期待:     exit code 3\n  実際:     it exited 0 after 1s") == [
         "  期待:     exit code 3",
@@ -266,3 +317,5 @@ def test_a_hint_follows_from_the_evidence(tmp_path, name, clause, check, says):
     hint = next(line for line in failure["message"].splitlines() if line.startswith("  hint:"))
     others = HINT_PHRASES - {says}
     assert says in hint and not [other for other in others if other in hint], hint
+    # Every failure of the grading, worded in Japanese too as a Japanese grading would word it.
+    assert not wording_problems(graded.report, "en"), "\n".join(wording_problems(graded.report, "en")[:20])

@@ -354,7 +354,7 @@ class Invocation:
             self.clean = True  # nothing of it was left alive: no need to reap its token again
         stdout, stdout_cut = _read_capped(self._stdout)
         stderr, stderr_cut = _read_capped(self._stderr)
-        notes = [
+        notes: List[str] = [
             note % (OUTPUT_CAP >> 20)
             for note, cut in (
                 (expect.say("stdout was cut at %d MiB", "標準出力は %d MiB で切りました"), stdout_cut),

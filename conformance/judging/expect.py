@@ -4,15 +4,16 @@ Every check takes the Result it judges, so a failure can always show the runner'
 tail of its output, the lab's files and any process it left behind.
 """
 
+import functools
 import json
 import os
 import re
-from typing import Any, List, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypeVar
 
 from conformance.harness import labfiles
 from conformance.harness.result import ProcessInfo, Result, tail
 from conformance.lab import timing
-from conformance.lab.clauses import CLAUSES, display_width
+from conformance.lab.clauses import CLAUSES, LANGUAGES, display_width
 from conformance.lab.records import LINE_PROBLEMS, MINIMUMS, FieldProblem, Record, json_text, json_type
 
 LANG = "en"  # set by the plugin from --lab-lang
@@ -29,23 +30,168 @@ def _in(table: Mapping[str, T], lang: str) -> T:
     return table.get(lang, table["en"])
 
 
-def say(en: str, ja: str) -> str:
+class Said(str):
+    """Words in every language of the lab, shown in the one being written (LANG) wherever they
+    become text: `%s`, format(), str(). Its own characters are those of the language it was said
+    in, so that what looks at them (len, in, split) sees what a grading in that language saw.
+
+    A failure is worded in every language at the moment it is found (see judgement()), so that
+    a class regraded in another language needs no runner run again (classroom/store.py). Words
+    made of Said words (`%`, `+`) stay Said; a plain str made of them (join) is one language's.
+    """
+
+    texts: Dict[str, str]
+
+    def __new__(cls, texts: Mapping[str, str]) -> "Said":
+        said = super().__new__(cls, texts.get(LANG, texts["en"]))
+        said.texts = dict(texts)
+        return said
+
+    def text(self, lang: str) -> str:
+        return self.texts.get(lang, self.texts["en"])
+
+    def __getnewargs__(self) -> "tuple[Dict[str, str]]":  # pickled with every language (a Result's notes travel)
+        return (self.texts,)
+
+    def __str__(self) -> str:
+        return self.text(LANG)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.text(LANG), spec)
+
+    def __mod__(self, values: Any) -> "Said":
+        return Said({lang: text % in_language(values, lang) for lang, text in self.texts.items()})
+
+    def __add__(self, other: object) -> "Said":
+        if not isinstance(other, str):
+            return NotImplemented
+        return Said({lang: text + in_language(other, lang) for lang, text in self.texts.items()})
+
+    def __radd__(self, other: object) -> "Said":
+        if not isinstance(other, str):
+            return NotImplemented
+        return Said({lang: in_language(other, lang) + text for lang, text in self.texts.items()})
+
+
+def in_language(value: Any, lang: str) -> Any:
+    """`value` as language `lang` words it: a Said's text, each of a tuple's or dict's items, else itself."""
+    if isinstance(value, Said):
+        return value.text(lang)
+    if isinstance(value, tuple):
+        return tuple(in_language(item, lang) for item in value)
+    if isinstance(value, dict):
+        return {key: in_language(item, lang) for key, item in value.items()}
+    return value
+
+
+def say(en: str, ja: str) -> Said:
     """A check's own words (what it expected, what it saw) in the learner's language.
 
     Format after choosing: `say("%d line(s)", "%d 行") % count`. Both texts take the same
     placeholders in the same order (the project's tests hold every call to that).
     """
-    return ja if LANG == "ja" else en
+    return Said({"en": en, "ja": ja})
 
 
 class ClauseFailure(AssertionError):
-    """A runner broke a clause. `clause` is its ID; str() is the whole teaching message."""
+    """A runner broke a clause. `clause` is its ID; str() is the whole teaching message, and
+    `messages` the same message in every language of the lab (worded(), judgement())."""
 
     def __init__(
         self, clause: str, expected: str, actual: str, result: Optional[Result] = None, hint: Optional[str] = None
     ):
         self.clause = clause
+        self._parts = (clause, expected, actual, result, hint)
+        self.messages: Optional[Dict[str, str]] = None  # set by the judgement that raised it
         super().__init__(render(clause, expected, actual, result, hint))
+
+    def worded(self) -> Dict[str, str]:
+        """The message in every language: as the judgement that found the failure worded it, or
+        rendered again from its parts, each of which says itself in every language (Said)."""
+        if self.messages is None:
+            self.messages = every_language(lambda: render(*self._parts))
+        return self.messages
+
+
+def every_language(word: Callable[[], str]) -> Dict[str, str]:
+    """What `word()` says in each language of the lab, LANG set to each in turn."""
+    global LANG
+    kept, said = LANG, {}
+    try:
+        for lang in LANGUAGES:
+            LANG = lang
+            said[lang] = str(word())
+    finally:
+        LANG = kept
+    return said
+
+
+def wording(make: Callable[..., Optional[str]]) -> Callable[..., Optional[Said]]:
+    """Words a check makes from its evidence and hands a judgement (a hint, an actual value):
+    made in every language of the lab, so that they are a Said like say()'s."""
+
+    @functools.wraps(make)
+    def worded(*args: Any, **kwargs: Any) -> Optional[Said]:
+        global LANG
+        kept, texts = LANG, {}
+        try:
+            for lang in LANGUAGES:
+                LANG = lang
+                made = make(*args, **kwargs)
+                if made is None:  # the evidence calls for no words: in no language
+                    return None
+                texts[lang] = made
+        finally:
+            LANG = kept
+        return Said(texts)
+
+    return worded
+
+
+_judging = 0  # how deep in judgement()-wrapped calls this process is
+
+
+def judgement(judge: Callable[..., T]) -> Callable[..., T]:
+    """A judgement that may fail a clause: when it does, it is made again in every other language
+    of the lab with the same evidence, and the failure keeps every wording (ClauseFailure.messages).
+
+    A judgement reads only its arguments (the Result and what the check measured), so made again
+    it fails the same way; the words it makes itself (`_in(WORDS, LANG)`) are then the other
+    language's, as if the grading had been in it. Only the outermost judgement does this: the
+    ones it calls are made again with it.
+    """
+
+    @functools.wraps(judge)
+    def judged(*args: Any, **kwargs: Any) -> T:
+        __tracebackhide__ = True
+        global _judging
+        _judging += 1
+        try:
+            return judge(*args, **kwargs)
+        except ClauseFailure as failure:
+            if _judging == 1 and failure.messages is None:
+                failure.messages = _judged_again(judge, args, kwargs, failure)
+            raise
+        finally:
+            _judging -= 1
+
+    return judged
+
+
+def _judged_again(judge: Callable[..., Any], args: Sequence, kwargs: Mapping, failure: ClauseFailure) -> Dict[str, str]:
+    def again() -> str:
+        if failure_lang == LANG:
+            return str(failure)
+        try:
+            judge(*args, **kwargs)
+        except ClauseFailure as same:
+            return str(same)
+        except Exception:  # noqa: BLE001 - the failure found stands, whatever its wording does
+            pass
+        return str(failure)  # not failed again (the same evidence cannot pass): this wording at least
+
+    failure_lang = LANG
+    return every_language(again)
 
 
 def render(clause_id: str, expected: str, actual: str, result: Optional[Result], hint: Optional[str] = None) -> str:
@@ -197,6 +343,12 @@ def refused_words(name: str, kind: str, limit: int) -> str:
 
 def refusal(error: labfiles.LabFileRefused) -> ClauseFailure:
     """The failure of the clause that judges a lab file a runner left as something else (labfiles.LabFileRefused)."""
+    failure = _refusal(error)
+    failure.messages = every_language(lambda: str(_refusal(error)))
+    return failure
+
+
+def _refusal(error: labfiles.LabFileRefused) -> ClauseFailure:
     words = _in(_REFUSED_WORDS, LANG)
     result = error.result if isinstance(error.result, Result) else None
     actual = refused_words(error.name, error.kind, error.limit)
@@ -227,11 +379,13 @@ def _quote(word: str) -> str:
     return word if _PLAIN.fullmatch(word) else "'%s'" % word.replace("'", "'\\''")
 
 
+@judgement
 def fail(clause: str, expected: str, actual: str, result: Optional[Result] = None, hint: Optional[str] = None) -> None:
     __tracebackhide__ = True
     raise ClauseFailure(clause, expected, actual, result, hint)
 
 
+@judgement
 def that(condition: object, clause: str, expected: str, actual: str, result: Optional[Result] = None):
     __tracebackhide__ = True
     if not condition:
@@ -255,6 +409,7 @@ class Unsettled(Exception):
         )
 
 
+@judgement
 def within(
     value: float,
     low: float,
@@ -272,6 +427,7 @@ def within(
     in_time(value - high, clause, expected, actual, result, hint)
 
 
+@judgement
 def in_time(late_s: float, clause: str, expected: str, actual: str, result: Result, hint: Optional[str] = None) -> None:
     """Fail `clause` if the runner was `late_s` (> 0) past an upper timing bound.
 
@@ -297,6 +453,7 @@ def in_time(late_s: float, clause: str, expected: str, actual: str, result: Resu
 # ---------------------------------------------------------------- common judgements
 
 
+@judgement
 def finished(result: Result, clause: str) -> None:
     """The runner ended by itself, before the harness's deadline."""
     __tracebackhide__ = True
@@ -408,6 +565,7 @@ def _named(processes: Sequence[ProcessInfo], ignores: Optional[bool] = None) -> 
     )
 
 
+@judgement
 def exit_code(result: Result, wanted: int, clause: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
@@ -415,6 +573,7 @@ def exit_code(result: Result, wanted: int, clause: str) -> None:
     that(result.rc == wanted, clause, words["exit_code"] % wanted, words["exit_code"] % result.rc, result)
 
 
+@judgement
 def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
@@ -423,6 +582,7 @@ def exit_code_in(result: Result, allowed: Sequence[int], clause: str) -> None:
     that(result.rc in allowed, clause, words["exit_code"] % wanted, words["exit_code"] % result.rc, result)
 
 
+@judgement
 def no_survivors(result: Result, clause: str) -> None:
     __tracebackhide__ = True
     if not result.survivors:
@@ -466,6 +626,7 @@ _SURVIVOR_WORDS = {
 }
 
 
+@judgement
 def refused_by_lock(
     result: Result,
     shared_holder: bool,
@@ -517,6 +678,7 @@ def lock_hint(
 LOCKED = "another run in progress"
 
 
+@judgement
 def not_waiting_for_the_lock(result: Result, clause: str) -> None:
     """The runner finished although another process held state/lock: it did not wait for it."""
     __tracebackhide__ = True
@@ -565,6 +727,7 @@ _LOCK_WORDS = {
 }
 
 
+@wording
 def schedule_hint(waits: Sequence[float], backoff: float = 1.0) -> Optional[str]:
     """The hint that waits measured as `waits` call for (backoff, 2 x backoff, ... wanted), or None.
 
@@ -593,6 +756,7 @@ def schedule_hint(waits: Sequence[float], backoff: float = 1.0) -> Optional[str]
     return None
 
 
+@judgement
 def waited_after_the_last(result: Result, backoff: float, started: Sequence[float], clause: str = "S3.2") -> None:
     """`--retries 1 --backoff B` took its one wait of B and no more; `started`: when each attempt began.
 
@@ -653,6 +817,7 @@ _SCHEDULE_WORDS = {
 }
 
 
+@judgement
 def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     __tracebackhide__ = True
     words = _in(_JUDGEMENT_WORDS, LANG)
@@ -665,18 +830,21 @@ def stdout_is(result: Result, wanted: bytes, clause: str) -> None:
     )
 
 
+@judgement
 def stdout_has(result: Result, text: str, clause: str) -> None:
     __tracebackhide__ = True
     words = _in(_JUDGEMENT_WORDS, LANG)
     that(text in result.out, clause, words["on_stdout"] % text, words["stdout"] % _show(result.stdout), result)
 
 
+@judgement
 def stderr_has(result: Result, text: str, clause: str) -> None:
     __tracebackhide__ = True
     words = _in(_JUDGEMENT_WORDS, LANG)
     that(text in result.err, clause, words["on_stderr"] % text, words["stderr"] % _show(result.stderr), result)
 
 
+@judgement
 def apply_sh_not_called(result: Result, clause: str) -> None:
     """applied.log stayed empty: apply.sh was never called."""
     __tracebackhide__ = True
@@ -684,6 +852,7 @@ def apply_sh_not_called(result: Result, clause: str) -> None:
     that(result.applied() == [], clause, not_called, shown_applied(result), result)
 
 
+@judgement
 def no_marker(result: Result, clause: str) -> None:
     """No state/NAME.done was made."""
     __tracebackhide__ = True
@@ -696,6 +865,7 @@ def no_marker(result: Result, clause: str) -> None:
     )
 
 
+@judgement
 def marked(result: Result, name: str) -> None:
     """An apply that succeeded left state/NAME.done (S4.3). A check of another clause that needs
     the marker (a second apply, a dry run after a real one) asks this first: without it, that
@@ -710,6 +880,7 @@ def marked(result: Result, name: str) -> None:
     )
 
 
+@wording
 def shown_applied(result: Result) -> str:
     """Which names apply.sh ran for, as a check's actual value: the runs the witness saw (and what
     applied.log claims besides, which a runner that imitates apply.sh wrote), else applied.log."""
@@ -723,17 +894,20 @@ def shown_applied(result: Result) -> str:
     return shown
 
 
+@wording
 def shown_markers(names: Sequence[str]) -> str:
     """Which markers there were, as a check's actual value."""
     return _in(_JUDGEMENT_WORDS, LANG)["markers"] % list(names)
 
 
+@judgement
 def count_is(result: Result, what: str, found: int, wanted: int, clause: str) -> None:
     """A count the test observed (attempts, calls), as it must be."""
     __tracebackhide__ = True
     that(found == wanted, clause, "%s: %d" % (what, wanted), "%s: %d" % (what, found), result)
 
 
+@judgement
 def killed_after(
     result: Result,
     command_started: float,
@@ -764,6 +938,7 @@ def killed_after(
     in_time(after - (seconds + timing.REACTION_S), clause, expected, actual, result, late_hint)
 
 
+@judgement
 def took_between(result: Result, low: float, high: float, clause: str, what: str) -> None:
     __tracebackhide__ = True
     finished(result, clause)
@@ -863,6 +1038,7 @@ _JUDGEMENT_WORDS = {
 # ---------------------------------------------------------------- runs.jsonl
 
 
+@judgement
 def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
     """Exactly `count` lines in runs.jsonl (else `clause` fails), each one JSON object ending in a
     newline (else S7.1 fails, whichever clause's check reads them: the format is S7.1's alone);
@@ -888,6 +1064,7 @@ def records(result: Result, count: int, clause: str = "S7.1") -> List[Record]:
     return found
 
 
+@judgement
 def field(result: Result, record: Record, key: str, clause: str = "S7.2") -> Any:
     """The value of `key` in `record`, with the type S7.2 gives it; else fail quoting the line."""
     __tracebackhide__ = True
@@ -1107,6 +1284,7 @@ _FIELD_WORDS = {
 }
 
 
+@judgement
 def values_are(result: Result, records_: List[Record], key: str, wanted: list, clause: str) -> None:
     """The `key` of each record, in order, as it must be."""
     __tracebackhide__ = True

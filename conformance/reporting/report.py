@@ -107,6 +107,8 @@ class Outcomes:
         for key in ("blocked_by", "blocked_because", "does_not_compile", "charged"):  # whose failure (verdicts.py)
             if key in props:
                 entry[key] = as_shown(props[key]) if key == "blocked_because" else props[key]
+        if "blocked_because_in" in props:
+            entry["blocked_because_in"] = {lang: as_shown(text) for lang, text in props["blocked_because_in"].items()}
         if outcome and (entry["outcome"] is None or _RANK[outcome] > _RANK[entry["outcome"]]):
             entry["outcome"] = outcome
             if outcome == "skipped" and isinstance(test_report.longrepr, tuple):
@@ -115,6 +117,12 @@ class Outcomes:
                 message = props.get("message", "")
             # The one place a message enters the report, and so every view, file and platform.
             entry["message"] = as_shown(message)
+            # The same in every language, where the check worded it so (a runner's failure).
+            worded = props.get("messages") if message == props.get("message") else None
+            if worded:
+                entry["messages"] = {lang: as_shown(text) for lang, text in worded.items()}
+            else:
+                entry.pop("messages", None)
 
     def as_list(self) -> List[Dict]:
         return [dict(t, outcome=t["outcome"] or "error") for t in self._tests.values()]
