@@ -469,7 +469,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Optional[bool]:
             return True
         except expect.Unsettled as unsettled:
             last = unsettled
-    raise NotJudged(str(last))
+    raise NotJudged(*last.args)  # its words, in every language (expect.Said)
 
 
 class NotJudged(Exception):
@@ -546,6 +546,10 @@ def _annotate(item: pytest.Item, call, test_report) -> None:  # type: ignore[no-
     elif test_report.failed:
         # Not a runner's fault the suite can name: a defect of the suite or of this machine.
         test_report.user_properties.append(("message", report.short_error(call.excinfo)))
+        if error.args and isinstance(error.args[0], expect.Said):  # the suite's words (Unsettled's)
+            test_report.user_properties.append(
+                ("messages", expect.every_language(lambda: report.short_error(call.excinfo)))
+            )
         test_report.user_properties.append(("harness_error", True))
         if isinstance(error, NotJudged):  # the machine's, not the suite's: worth grading again
             test_report.user_properties.append(("not_judged", True))

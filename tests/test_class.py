@@ -82,21 +82,20 @@ def test_the_store_never_writes_into_a_folder_it_did_not_make(tmp_path):
 
 
 def test_every_input_of_a_grading_is_in_its_resume_key_and_nothing_that_only_scores_it():
-    base = resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
+    base = resume_key(b"runner", CONFIG_TEXT, "suite1", None)
     changed = [
-        resume_key(b"runner2", CONFIG_TEXT, "suite1", None, "en"),
-        resume_key(b"runner", CONFIG_TEXT.replace('profile = "core"', 'profile = "extended"'), "suite1", None, "en"),
-        resume_key(b"runner", CONFIG_TEXT, "suite2", None, "en"),
-        resume_key(b"runner", CONFIG_TEXT, "suite1", "/usr/bin/python3", "en"),
-        resume_key(b"runner", CONFIG_TEXT, "suite1", None, "ja"),
+        resume_key(b"runner2", CONFIG_TEXT, "suite1", None),
+        resume_key(b"runner", CONFIG_TEXT.replace('profile = "core"', 'profile = "extended"'), "suite1", None),
+        resume_key(b"runner", CONFIG_TEXT, "suite2", None),
+        resume_key(b"runner", CONFIG_TEXT, "suite1", "/usr/bin/python3"),
     ]
-    assert base == resume_key(b"runner", CONFIG_TEXT, "suite1", None, "en")
-    assert len({base, *changed}) == 6
-    # Points, visibility and comments score and show a grading: they do not change what it runs.
+    assert base == resume_key(b"runner", CONFIG_TEXT, "suite1", None)
+    assert len({base, *changed}) == 5
+    # Points, visibility, the language and comments score, word and show a grading: they do not
+    # change what it runs (a report words each failure in every language).
     scored_otherwise = CONFIG_TEXT.replace("S1 = 3", "S1 = 6").replace('default = "visible"', 'default = "hidden"')
-    assert (
-        scored_otherwise != CONFIG_TEXT and resume_key(b"runner", scored_otherwise + "#", "suite1", None, "en") == base
-    )
+    scored_otherwise = scored_otherwise.replace('profile = "core"', 'profile = "core"\nlang = "ja"')
+    assert scored_otherwise != CONFIG_TEXT and resume_key(b"runner", scored_otherwise + "#", "suite1", None) == base
 
 
 def test_grades_csv_has_a_row_per_student_and_cannot_carry_a_formula(tmp_path):
@@ -161,6 +160,9 @@ def quick_report(runner_text: bytes, config_text: str = "") -> Dict:
             "clause": clause,
             "outcome": "failed" if clause in failing else "passed",
             "message": "[%s] not as the lab says" % clause if clause in failing else "",
+            "messages": {"en": "[%s] not as the lab says" % clause, "ja": "[%s] ラボのとおりではありません" % clause}
+            if clause in failing
+            else None,
             "duration_s": 0.0,
         }
         for clause in CLAUSES
@@ -250,6 +252,51 @@ def test_a_change_of_points_alone_scores_the_class_again_without_grading_it(tmp_
     # Approved as printed: still nothing graded.
     status, _, _ = quick_class.run(subs, "--out", out, "--config", changed, "--approve")
     assert status == 0 and len(quick_class.graded) == graded
+
+
+def test_a_change_of_language_alone_rewords_the_class_without_grading_it(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", "# fails S1.3\n")
+    for number in range(19):
+        write(subs / ("student%02d.py" % number), "# student %d's\n" % number)
+    assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
+    graded = len(quick_class.graded)
+    before = json.loads((out / "alice" / "grading.json").read_text())
+    spent = cpu_spent_s()
+    status, stdout, _ = quick_class.run(subs, "--out", out, "--lang", "ja")
+    spent = cpu_spent_s() - spent
+    assert status == 0 and "0 to grade" in stdout, stdout
+    assert len(quick_class.graded) == graded, "a change of language ran a runner again"
+    assert spent < 5, "a class of 20 reworded in %.1f s of CPU" % spent
+    # Pending review with the same verdicts and scores, worded in Japanese wherever a learner reads.
+    pending = out / "generations" / "2"
+    alice = json.loads((pending / "alice" / "grading.json").read_text())
+    assert (alice["score"], alice["max_score"], alice["lang"]) == (before["score"], before["max_score"], "ja")
+    results = json.loads((pending / "alice" / "results.json").read_text())
+    failed = [test for test in results["tests"] if test["outcome"] == "failed"]
+    assert [test["message"] for test in failed] == ["[S1.3] ラボのとおりではありません"]
+    assert results["clauses"]["S1.3"]["message"] == "[S1.3] ラボのとおりではありません"
+    assert "ラボのとおりではありません" in (pending / "alice" / "output.txt").read_text(encoding="utf-8")
+    gradescope = json.loads((pending / "alice" / "gradescope.json").read_text())
+    assert any("ラボのとおりではありません" in test["output"] for test in gradescope["tests"])
+    assert "graded otherwise: language: en -> ja: every report worded again from its verdicts" in stdout, stdout
+    assert "language: en -&gt; ja: every report worded again" in (out / "regrade.html").read_text(encoding="utf-8")
+
+
+def test_a_report_whose_failures_are_worded_in_one_language_only_is_graded_again_in_another(tmp_path, quick_class):
+    # As a report from before failures were worded in every language.
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    write(subs / "alice.py", "# fails S1.3\n")
+    write(subs / "bob.py", "# fails S2.1\n")
+    assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
+    kept = out / "generations" / "1" / "alice" / "results.json"
+    alice = json.loads(kept.read_text())
+    for test in alice["tests"]:
+        test.pop("messages", None)
+    kept.write_text(json.dumps(alice))
+    status, stdout, _ = quick_class.run(subs, "--out", out, "--lang", "ja")
+    assert status == 0 and "1 to grade" in stdout, stdout
+    assert quick_class.graded[-1] == b"# fails S1.3\n"
 
 
 def test_the_class_keeps_each_graded_runner_beside_its_record(tmp_path, quick_class):

@@ -43,7 +43,7 @@ class Batch:
         for submission in self.submissions:
             shown = self._shown(submission)
             text = submission.path.read_bytes() if submission.path else None
-            key = resume_key(text, self.settings.config_text, suite, self.settings.python, self.settings.lang)
+            key = resume_key(text, self.settings.config_text, suite, self.settings.python)
             if submission.path is None or text is None:
                 outcome = {"status": grading.ERROR, "message": submission.problem, "seconds": 0, "suite": suite}
                 self.records[submission.student] = self.store.save(submission.student, shown, key, outcome)

@@ -256,6 +256,8 @@ def _review(kept: "generations.Generations", number: int, students: int, approve
     changed = kept.await_review(number, students)
     for line in kept.configuration_changes(number):
         print("the configuration changed: %s" % line)
+    for line in kept.grading_changes(number):
+        print("graded otherwise: %s" % line)
     print(
         "%d of %d submissions change: review %s (generation %d, unpublished; generation %d stays published), "
         "then approve it with:\n  %s"

@@ -174,7 +174,8 @@ class Generations:
 
     def grading_changes(self, number: int) -> List[str]:
         """How generation `number` is graded differently from the published one (the suite, the
-        interpreter, the language), a line each with why it grades the class again."""
+        interpreter, the language), a line each with what that made run again: every runner for
+        the first two, none for the language."""
         made = self.state["made"]
         was, now = (made.get(str(n), {}).get("identity", {}) for n in (self.published, number))
         said = []
@@ -190,9 +191,8 @@ class Generations:
             )
         if was.get("lang") != now.get("lang"):
             said.append(
-                "language: %s -> %s: every runner was graded again, for a report keeps each message only as it was "
-                "worded in its language (a check words what it measured as it measures it)"
-                % (was.get("lang") or "unknown", now.get("lang") or "unknown")
+                "language: %s -> %s: every report worded again from its verdicts, as its checks worded each failure "
+                "in every language; no runner graded again for it" % (was.get("lang") or "unknown", now.get("lang") or "unknown")
             )
         return said
 

@@ -15,6 +15,7 @@ Every file is written whole or not at all, and through no link (report.write_ato
 """
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -26,7 +27,7 @@ from conformance.classroom.grading import ERROR, GRADED, TIMEOUT
 from conformance.harness.inert import inert
 from conformance.judging import verdicts
 from conformance.lab.config import LabConfig, loads
-from conformance.reporting import platforms, provenance, report
+from conformance.reporting import platforms, provenance, report, view
 
 # A record of these stays valid while its key does; an error is tried again (it is often the
 # machine's: a full disk, a killed grader), and costs nothing when the file itself is missing.
@@ -46,15 +47,16 @@ class NotAClassFolder(Exception):
     """--out names a folder this tool must not write into (the message is one line)."""
 
 
-def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, python: Optional[str], lang: str) -> str:
+def resume_key(runner_text: Optional[bytes], config_text: str, suite: str, python: Optional[str]) -> str:
     """What a grading depends on: the submission, the profile the configuration grades, the suite,
     how it is run, the seed the configuration fixes (none: each grading drew its own). Not the
-    configuration's points nor its visibility: they score verdicts and show them, and a grading
+    configuration's points nor its visibility: they score verdicts and show them; nor the
+    language: a report words each failure in every language (report.in_language). A grading
     whose key holds is scored again under a changed configuration, not run."""
     digest = hashlib.sha256()
     configured = loads(config_text)
     graded = configured.profile + ("" if configured.seed is None else " seed %d" % configured.seed)
-    for part in (runner_text or b"", graded.encode(), suite.encode(), (python or "").encode(), lang.encode()):
+    for part in (runner_text or b"", graded.encode(), suite.encode(), (python or "").encode()):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()
 
@@ -77,6 +79,7 @@ class Store:
         # Other generations' folders, the published one first: a grading there whose key holds
         # here (only the points or visibility changed) is taken over and scored again, not run.
         self.earlier = list(earlier)
+        self.lang: Optional[str] = self.made_with.get("lang")  # what its reports are worded in
 
     def open(self) -> None:
         """Make the class folder, or reopen one made before; refuse any other non-empty folder."""
@@ -95,7 +98,9 @@ class Store:
         generation's, or another's taken over and scored under this configuration."""
         record = self.record(student)
         if record and record.get("key") == key and record.get("status") in FINAL:
-            return record
+            if record.get("lang") == self.lang:
+                return record
+            return self._scored_again(student, self.folder / student, record)
         for folder in self.earlier:
             found = _record_in(folder, student)
             if found and found.get("key") == key and found.get("status") in FINAL:
@@ -119,6 +124,13 @@ class Store:
             runner_text = (graded_in / RUNNER).read_bytes() if (graded_in / RUNNER).exists() else None
         except (OSError, ValueError):
             return None  # cut short or removed meanwhile: graded anew
+        if suite_report is not None and self.lang is not None and record.get("lang") != self.lang:
+            # Worded in this generation's language, as its checks worded each failure then; a
+            # report from before they did so is graded again.
+            suite_report = report.in_language(suite_report, self.lang)
+            if suite_report is None:
+                return None
+            outcome["output"] = None  # the learner view, in this language: made again by save()
         if suite_report is not None and self.config_text is not None:
             kept = dict(suite_report.get("provenance") or {})
             kept["rescored"] = {"graded_with_configuration": kept.get("configuration", {}).get("sha256")}
@@ -148,6 +160,7 @@ class Store:
             "seconds": outcome.get("seconds"),
             "suite": outcome.get("suite"),
             "key": key,
+            "lang": self.lang,  # what its report's words are in (a regrade in another rewords it)
         }
         if not layout.is_student_folder_name(student):
             return record
@@ -162,7 +175,8 @@ class Store:
             suite_report = dict(suite_report, runner=submission)
             suite_report["score"] = platforms.score(suite_report, self.config)
             report.write_report(folder / RESULTS, suite_report)
-            report.write_report(folder / GRADESCOPE, platforms.gradescope(suite_report, self.config))
+            shown_in = self.config if self.lang is None else dataclasses.replace(self.config, lang=self.lang)
+            report.write_report(folder / GRADESCOPE, platforms.gradescope(suite_report, shown_in))
             record["score"] = suite_report["score"]["points"]
             record["max_score"] = suite_report["score"]["max_points"]
             record["steps"] = platforms.step_scores(suite_report, self.config)
@@ -171,7 +185,10 @@ class Store:
             uncompiled = verdicts.compile_failure(tests)
             why = uncompiled["blocked_because"] if uncompiled else verdicts.summary(verdicts.of_tests(tests))
             record["message"] = record["message"] or why
-        report.write_atomically(folder / OUTPUT, outcome.get("output", ""))
+        output = outcome.get("output", "")
+        if output is None:  # scored again in another language: the learner view of its report
+            output = _learner_view(suite_report, self.lang or "en") if suite_report is not None else ""
+        report.write_atomically(folder / OUTPUT, output)
         report.write_report(folder / RECORD, record)
         return record
 
@@ -243,6 +260,13 @@ def safe_cell(text: str) -> str:
     """
     shown = inert(text).replace("\n", "\\x0a")
     return "'" + shown if text[:1] in FORMULA_STARTS else shown
+
+
+def _learner_view(suite_report: Mapping, lang: str) -> str:
+    """What a grading prints of its verdicts (cli.py), made from its report: for a report scored
+    again in another language, whose grading printed them in the first."""
+    lines = view.render(suite_report, lang) + ["", view.score_line(suite_report["score"], lang)]
+    return "\n".join(lines).lstrip("\n") + "\n"
 
 
 __all__ = ["ERROR", "FINAL", "Store", "resume_key", "safe_cell", "points"]

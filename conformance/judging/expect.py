@@ -50,7 +50,8 @@ class Said(str):
     def text(self, lang: str) -> str:
         return self.texts.get(lang, self.texts["en"])
 
-    def __getnewargs__(self) -> "tuple[Dict[str, str]]":  # pickled with every language (a Result's notes travel)
+    # Pickled with every language: a Result's notes travel between a grading's processes.
+    def __getnewargs__(self) -> "tuple[Dict[str, str]]":  # type: ignore[override]
         return (self.texts,)
 
     def __str__(self) -> str:

@@ -220,6 +220,25 @@ def build(info: Mapping, tests: List[Dict]) -> Dict:
     }
 
 
+def in_language(report: Mapping, lang: str) -> Optional[Dict]:
+    """`report` with its verdicts worded in `lang`: each failure's message as its check worded it
+    in that language when it found it (Outcomes keeps every wording), the clauses' entries made
+    again from them. The verdicts are the same; None when a failure was not worded so (a report
+    older than wordings): it must be graded again in `lang`."""
+    tests = []
+    for test in report["tests"]:
+        worded = (test.get("messages") or {}).get(lang)
+        if worded is None and test.get("message") and test["outcome"] == "failed":
+            return None
+        if worded is not None:  # a failure, or a check not judged for the machine's load
+            test = dict(test, message=worded)
+            because = (test.get("blocked_because_in") or {}).get(lang)
+            if because is not None:
+                test["blocked_because"] = because
+        tests.append(test)
+    return dict(report, tests=tests, clauses=verdicts.of_tests(tests))
+
+
 def varied(rounds: Sequence[Mapping]) -> List[Dict]:
     """Checks whose outcome was not the same in every round: each with its outcome and message per round."""
     by_id: Dict[str, Dict] = {}
