@@ -192,7 +192,8 @@ class Generations:
         if was.get("lang") != now.get("lang"):
             said.append(
                 "language: %s -> %s: every report worded again from its verdicts, as its checks worded each failure "
-                "in every language; no runner graded again for it" % (was.get("lang") or "unknown", now.get("lang") or "unknown")
+                "in every language; no runner graded again for it"
+                % (was.get("lang") or "unknown", now.get("lang") or "unknown")
             )
         return said
 
