@@ -76,9 +76,10 @@ def test_every_clause_a_mutant_breaks_is_proved_passed_by_its_base():
 # Japanese: every mistake of the zoo shows its failure in the learner's language too (the English
 # words are the source of both). conformance/selftest/expectations.py says what each must get; the
 # sample's survivors must each be listed in equivalent.toml with a reason. Its correct runners are
-# left to test_reference.py, which grades each of them in every env, this one included (two more
-# rounds of each here were a sixth of the self-test's time); the selftest's own judgement of a
-# correct runner's rounds is tests/test_selftest.py's.
+# left to test_reference.py, which grades each of them once in every other env and, in this one,
+# has a selftest of its own grade each under five seeds (beside this one, not in it: together
+# they would be one test as long as both); the selftest's own judgement of a correct runner's
+# rounds is tests/test_selftest.py's.
 SELFTEST_SAMPLE, SELFTEST_SEED = 20, 29
 # Gradings at once: a wrong runner's grading waits (on timeouts it sleeps out, on a hang) more
 # than it computes, so three left the two CPUs a quarter idle through most of py311's time

@@ -154,7 +154,7 @@ def render_regrade(
 ) -> str:
     """regrade.html: what publishing generation `new` over `old` would change: the suite of each
     (version and fingerprint) and how the grading changed (`grading`: the suite, the interpreter,
-    the language, a line each with why it graded again), the configuration (a line per change),
+    the language, a line each with what it made run again), the configuration (a line per change),
     per clause (how many students' verdicts move which way) and per student (why the score moves,
     each changed clause with both messages; a score moved by points alone says so)."""
     moves: Dict[str, Dict[str, int]] = {}
