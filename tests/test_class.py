@@ -217,22 +217,36 @@ def quick_class(monkeypatch, capsys) -> QuickClass:
     return install_quick_class(monkeypatch, capsys)
 
 
-def test_a_change_of_points_alone_scores_the_class_again_without_grading_it(tmp_path, quick_class):
-    subs, out = tmp_path / "subs", tmp_path / "out"
+def class_of_20(subs: Path) -> None:
+    """alice, whose runner fails S1.3, and 19 classmates whose runners pass."""
     write(subs / "alice.py", "# fails S1.3\n")
     for number in range(19):
         write(subs / ("student%02d.py" % number), "# student %d's\n" % number)
+
+
+def regraded_without_grading(quick_class: QuickClass, subs: Path, out: Path, what: str, *options: object) -> str:
+    """`class SUBS --out OUT OPTIONS` for a class graded before: what it prints, once it is shown
+    to have run no runner, in under 5 seconds of CPU time (which the machine's load does not
+    stretch), for a change of `what` alone."""
+    graded = len(quick_class.graded)
+    spent = cpu_spent_s()
+    status, stdout, _ = quick_class.run(subs, "--out", out, *options)
+    spent = cpu_spent_s() - spent
+    assert status == 0 and "0 to grade" in stdout, stdout
+    assert len(quick_class.graded) == graded, "a change of %s ran a runner again" % what
+    assert spent < 5, "a class of 20 regraded for its %s in %.1f s of CPU" % (what, spent)
+    return stdout
+
+
+def test_a_change_of_points_alone_scores_the_class_again_without_grading_it(tmp_path, quick_class):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    class_of_20(subs)
     assert quick_class.run(subs, "--out", out)[0] == 0
     graded = len(quick_class.graded)
     before = {name: json.loads((out / name / "grading.json").read_text()) for name in ("alice", "student00")}
     changed = tmp_path / "lab.toml"
     changed.write_text(CONFIG_TEXT.replace("S1 = 3", "S1 = 6"), encoding="utf-8")
-    spent = cpu_spent_s()  # CPU time, which the machine's load does not stretch
-    status, stdout, _ = quick_class.run(subs, "--out", out, "--config", changed)
-    spent = cpu_spent_s() - spent
-    assert status == 0 and "0 to grade" in stdout, stdout
-    assert len(quick_class.graded) == graded, "a change of points ran a runner again"
-    assert spent < 5, "a class of 20 scored again in %.1f s of CPU" % spent
+    stdout = regraded_without_grading(quick_class, subs, out, "points", "--config", changed)
     # Pending review, each student scored by the new points: alice's S1.3 failure costs more.
     pending = out / "generations" / "2"
     alice = json.loads((pending / "alice" / "grading.json").read_text())
@@ -256,18 +270,10 @@ def test_a_change_of_points_alone_scores_the_class_again_without_grading_it(tmp_
 
 def test_a_change_of_language_alone_rewords_the_class_without_grading_it(tmp_path, quick_class):
     subs, out = tmp_path / "subs", tmp_path / "out"
-    write(subs / "alice.py", "# fails S1.3\n")
-    for number in range(19):
-        write(subs / ("student%02d.py" % number), "# student %d's\n" % number)
+    class_of_20(subs)
     assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
-    graded = len(quick_class.graded)
     before = json.loads((out / "alice" / "grading.json").read_text())
-    spent = cpu_spent_s()
-    status, stdout, _ = quick_class.run(subs, "--out", out, "--lang", "ja")
-    spent = cpu_spent_s() - spent
-    assert status == 0 and "0 to grade" in stdout, stdout
-    assert len(quick_class.graded) == graded, "a change of language ran a runner again"
-    assert spent < 5, "a class of 20 reworded in %.1f s of CPU" % spent
+    stdout = regraded_without_grading(quick_class, subs, out, "language", "--lang", "ja")
     # Pending review with the same verdicts and scores, worded in Japanese wherever a learner reads.
     pending = out / "generations" / "2"
     alice = json.loads((pending / "alice" / "grading.json").read_text())
