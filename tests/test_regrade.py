@@ -238,14 +238,3 @@ def test_a_regrade_names_both_suites_and_why_each_score_moves(tmp_path, quick_cl
     page = (out / "regrade.html").read_text(encoding="utf-8")
     assert page.count(provenance.suite_fingerprint()) == 2 and 'id="suite"' in page
     assert "points of S1.1: 1 -&gt; 2" in page and "verdict of S2.1: passed -&gt; failed" in page
-
-
-def test_a_change_of_language_grades_again_and_the_review_says_why(tmp_path, quick_class):
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    write(subs / "alice.py", "# alice's\n")
-    assert quick_class.run(subs, "--out", out, "--lang", "en")[0] == 0
-    status, stdout, stderr = quick_class.run(subs, "--out", out, "--lang", "ja")
-    assert status == 0, stdout + stderr
-    assert len(quick_class.graded) == 2, "a report keeps its messages in one language: it is graded again"
-    page = (out / "regrade.html").read_text(encoding="utf-8")
-    assert "language: en -&gt; ja" in page and "graded again" in page, page
