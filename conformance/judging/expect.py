@@ -114,17 +114,22 @@ class ClauseFailure(AssertionError):
         return self.messages
 
 
-def every_language(word: Callable[[], str]) -> Dict[str, str]:
-    """What `word()` says in each language of the lab, LANG set to each in turn."""
+def _in_each_language(make: Callable[[], T]) -> Dict[str, T]:
+    """What `make()` gives in each language of the lab, LANG set to each in turn."""
     global LANG
-    kept, said = LANG, {}
+    kept, made = LANG, {}
     try:
         for lang in LANGUAGES:
             LANG = lang
-            said[lang] = str(word())
+            made[lang] = make()
     finally:
         LANG = kept
-    return said
+    return made
+
+
+def every_language(word: Callable[[], str]) -> Dict[str, str]:
+    """What `word()` says in each language of the lab, as text."""
+    return {lang: str(text) for lang, text in _in_each_language(word).items()}
 
 
 def wording(make: Callable[..., Optional[str]]) -> Callable[..., Optional[Said]]:
@@ -133,18 +138,10 @@ def wording(make: Callable[..., Optional[str]]) -> Callable[..., Optional[Said]]
 
     @functools.wraps(make)
     def worded(*args: Any, **kwargs: Any) -> Optional[Said]:
-        global LANG
-        kept, texts = LANG, {}
-        try:
-            for lang in LANGUAGES:
-                LANG = lang
-                made = make(*args, **kwargs)
-                if made is None:  # the evidence calls for no words: in no language
-                    return None
-                texts[lang] = made
-        finally:
-            LANG = kept
-        return Said(texts)
+        texts = _in_each_language(lambda: make(*args, **kwargs))
+        if any(text is None for text in texts.values()):  # the evidence calls for no words
+            return None
+        return Said({lang: str(text) for lang, text in texts.items()})
 
     return worded
 
