@@ -15,6 +15,9 @@ from conformance.harness.sandbox import SHARE_VAR
 from conformance.plugin import base_interpreter, dealt
 from conformance.usage import PYTHON_VAR
 
+# Each test's CPU-seconds, when $PYOPS_TEST_CPU asks (tests/cpu_account.py).
+pytest_plugins = ("tests.cpu_account",)
+
 # The venv pytest_configure made for this session's runners, removed when the session ends.
 _RUNNER_VENV: List[Path] = []
 
